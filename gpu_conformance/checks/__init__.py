@@ -1,0 +1,1 @@
+"""One module per layer; each check is a small pure function registered with @check."""

@@ -1,0 +1,114 @@
+"""Layer 3, deploy-labels: nvidia.com/gpu.deploy.* on each GPU node, and DaemonSets placed accordingly."""
+
+from __future__ import annotations
+
+from gpu_conformance.checks.common import enabled_operands, operator_version
+from gpu_conformance.checks.registry import check
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.operands import (
+    DEPLOY_PREFIX,
+    DRIVER,
+    OPERANDS,
+    expected_deploy_labels,
+)
+from gpu_conformance.settings import Settings
+
+L = Layer.DEPLOY_LABELS
+UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+
+
+def _mig_capable(labels: dict[str, str]) -> bool:
+    if labels.get("nvidia.com/mig.capable") in ("true", "false"):
+        return labels["nvidia.com/mig.capable"] == "true"
+    product = labels.get("nvidia.com/gpu.product", "").lower()
+    return any(m in product for m in ("h100", "a100", "a30"))
+
+
+@check("LBL-001", L, "deploy labels present with healthy values",
+       hint="The operator adds every nvidia.com/gpu.deploy.* label as 'true' and never overwrites a value: "
+            "'false' is an admin opt-out, 'pre-installed' on driver means a host driver was detected, "
+            "'paused-for-*' is a driver upgrade or MIG change in progress.",
+       kubectl="kubectl get node {node} -o json | grep -o 'nvidia.com/gpu.deploy[^,]*'",
+       detects="deploy labels missing (operator not labelling, operands=false); opt-outs and pauses reported")
+def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    version = operator_version(snap)
+    enabled_labels = {o.deploy_label: o for o in enabled_operands(snap)}
+    findings = []
+    for node in snap.gpu_nodes:
+        n, labels = name_of(node), labels_of(node)
+        expected = expected_deploy_labels(version, _mig_capable(labels))
+        values = {k: labels.get(k) for k in expected}
+        missing = [k for k, v in values.items() if v is None or v == ""]
+        opted_out = [k for k, v in values.items() if v == "false" and k in enabled_labels]
+        paused = [f"{k}={v}" for k, v in values.items() if v and "paused-for-" in v]
+        odd = [f"{k}={v}" for k, v in values.items()
+               if v not in (None, "", "true", "false") and "paused-for-" not in v
+               and not (k == DRIVER.deploy_label and v == "pre-installed")]
+        ev = {"labels": {k.removeprefix(DEPLOY_PREFIX): v for k, v in values.items()},
+              "expected_for_version": version or "newest"}
+        if labels.get(DEPLOY_PREFIX + "operands") == "false":
+            findings.append(Finding("LBL-001", Status.FAIL,
+                                    "nvidia.com/gpu.deploy.operands=false: the node is opted out of every GPU "
+                                    "operand, so it cannot give pods a GPU", node=n, evidence=ev))
+        elif missing:
+            short = ", ".join(k.removeprefix(DEPLOY_PREFIX) for k in missing)
+            findings.append(Finding("LBL-001", Status.FAIL, f"deploy labels missing: {short}", node=n, evidence=ev))
+        elif odd:
+            findings.append(Finding("LBL-001", Status.FAIL, f"unexpected deploy label values: {', '.join(odd)}",
+                                    node=n, evidence=ev))
+        elif paused:
+            upgrade = labels.get(UPGRADE_STATE_LABEL)
+            findings.append(Finding("LBL-001", Status.WARN,
+                                    "transient: " + ", ".join(p.removeprefix(DEPLOY_PREFIX) for p in paused)
+                                    + (f" (driver upgrade state {upgrade})" if upgrade else ""),
+                                    node=n, evidence={**ev, UPGRADE_STATE_LABEL: upgrade}))
+        elif opted_out:
+            short = ", ".join(k.removeprefix(DEPLOY_PREFIX) for k in opted_out)
+            findings.append(Finding("LBL-001", Status.WARN,
+                                    f"opted out on this node although the ClusterPolicy enables it: {short}=false",
+                                    node=n, evidence=ev))
+        else:
+            extra = " (driver=pre-installed: host driver detected)" if values.get(DRIVER.deploy_label) == \
+                "pre-installed" else ""
+            findings.append(Finding("LBL-001", Status.PASS, f"{len(expected)} deploy labels set{extra}",
+                                    node=n, evidence=ev))
+    return findings
+
+
+@check("LBL-002", L, "each operand DaemonSet runs exactly on the nodes labelled for it",
+       hint="Each operand DaemonSet selects nodes with its deploy label = 'true'. A labelled node without "
+            "the pod usually means an untolerated taint or an edited nodeSelector; a pod on an unlabelled "
+            "node means the selector was changed.",
+       kubectl="kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node}",
+       detects="an operand pod missing on a node labelled for it, or running where it should not")
+def daemonsets_match_labels(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    problems: dict[str, list[str]] = {}
+    for o in OPERANDS:
+        if o is DRIVER:
+            dss = [d for d in snap.daemonsets if labels_of(d).get("app.kubernetes.io/component") == "nvidia-driver"]
+        else:
+            d = snap.daemonset(o.daemonset)
+            dss = [d] if d else []
+        if not dss:
+            continue  # existence is OPR-006's question
+        on_nodes = {p.get("spec", {}).get("nodeName") for ds in dss for p in snap.pods_of(ds)
+                    if not p.get("metadata", {}).get("deletionTimestamp")}
+        for node in snap.gpu_nodes:
+            n = name_of(node)
+            labelled = labels_of(node).get(o.deploy_label) == "true"
+            # The MPS control daemon-style extra selectors do not apply to these operands.
+            if labelled and n not in on_nodes:
+                problems.setdefault(n, []).append(f"{o.daemonset}: label true but no pod")
+            elif not labelled and n in on_nodes:
+                problems.setdefault(n, []).append(
+                    f"{o.daemonset}: pod runs although {o.deploy_label.removeprefix(DEPLOY_PREFIX)}="
+                    f"{labels_of(node).get(o.deploy_label) or '<absent>'}")
+    findings = []
+    for n in snap.gpu_node_names:
+        if n in problems:
+            findings.append(Finding("LBL-002", Status.FAIL, "; ".join(problems[n]), node=n,
+                                    evidence={"mismatches": problems[n]}))
+        else:
+            findings.append(Finding("LBL-002", Status.PASS, "operand pods match the deploy labels", node=n))
+    return findings

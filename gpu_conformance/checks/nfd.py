@@ -1,0 +1,109 @@
+"""Layer 2, nfd: which nodes are GPU nodes, by NFD's PCI labels and the operator's gpu.present label."""
+
+from __future__ import annotations
+
+from gpu_conformance.checks.common import cluster_finding
+from gpu_conformance.checks.registry import check
+from gpu_conformance.cluster.podstate import pod_ready, pod_status_text
+from gpu_conformance.cluster.snapshot import (
+    GPU_PRESENT_LABEL,
+    NFD_GPU_LABELS,
+    ClusterSnapshot,
+    has_nfd_gpu_label,
+    labels_of,
+    name_of,
+)
+from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.settings import Settings
+
+L = Layer.NFD
+
+
+def _role(pod: dict) -> str:
+    labels = labels_of(pod)
+    if labels.get("role"):
+        return labels["role"]
+    name = name_of(pod)
+    return next((r for r in ("master", "worker", "gc") if f"-{r}-" in name or name.endswith(f"-{r}")), "")
+
+
+@check("NFD-001", L, "GPU nodes exist",
+       hint="GPU nodes are found by NFD labels feature.node.kubernetes.io/pci-10de.present (operator's NFD) or "
+            "pci-0302_10de / pci-0300_10de (stock NFD). None means NFD is not running, not labelling, or the "
+            "node selector excludes every node.",
+       kubectl="kubectl get nodes -L feature.node.kubernetes.io/pci-10de.present,nvidia.com/gpu.present",
+       detects="zero GPU nodes (NFD never labelled anything)")
+def gpu_nodes_exist(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    n = len(snap.gpu_nodes)
+    if n == 0:
+        sel = f" matching --gpu-node-selector {snap.gpu_node_selector!r}" if snap.gpu_node_selector else ""
+        return [cluster_finding("NFD-001", Status.FAIL,
+                                f"no GPU node found{sel}: no node has an NFD NVIDIA PCI label or "
+                                f"{GPU_PRESENT_LABEL}; {len(snap.nodes)} nodes in the cluster",
+                                labels=list(NFD_GPU_LABELS), nodes_total=len(snap.nodes))]
+    return [cluster_finding("NFD-001", Status.PASS, f"{n} GPU node(s) of {len(snap.nodes)}",
+                            gpu_nodes=snap.gpu_node_names[:50])]
+
+
+@check("NFD-002", L, "NFD master and a worker on each GPU node are running",
+       hint="nfd-worker labels its own node; a node without a running worker loses its PCI labels when "
+            "nfd-gc removes its NodeFeature, and the operator then withdraws every operand from it.",
+       kubectl="kubectl get pods -A -l app.kubernetes.io/name=node-feature-discovery -o wide",
+       detects="NFD worker missing or broken on a node; NFD master down")
+def nfd_pods_running(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    if not snap.nfd_pods:
+        # NFD may be installed separately under other labels; the PCI labels are what matters (NFD-003).
+        return [cluster_finding("NFD-002", Status.NA,
+                                "no NFD pods labelled app.kubernetes.io/name=node-feature-discovery "
+                                "(NFD not deployed by the operator chart); judging by node labels only")]
+    findings: list[Finding] = []
+    masters = [p for p in snap.nfd_pods if _role(p) == "master"]
+    if masters and not any(pod_ready(p) for p in masters):
+        findings.append(cluster_finding("NFD-002", Status.FAIL,
+                                        f"NFD master not ready: {', '.join(f'{name_of(p)} {pod_status_text(p)}' for p in masters)}",
+                                        pods=[name_of(p) for p in masters]))
+    workers = [p for p in snap.nfd_pods if _role(p) == "worker"]
+    by_node = {p.get("spec", {}).get("nodeName"): p for p in workers}
+    for n in snap.gpu_node_names:
+        w = by_node.get(n)
+        if w is None:
+            findings.append(Finding("NFD-002", Status.FAIL, "no NFD worker pod on this node", node=n,
+                                    evidence={"observed": "no nfd-worker pod", "expected": "one Ready nfd-worker"}))
+        elif not pod_ready(w):
+            findings.append(Finding("NFD-002", Status.FAIL, f"NFD worker {name_of(w)} is {pod_status_text(w)}",
+                                    node=n, evidence={"pod": name_of(w), "status": pod_status_text(w)}))
+        else:
+            findings.append(Finding("NFD-002", Status.PASS, f"NFD worker {name_of(w)} ready", node=n))
+    return findings
+
+
+@check("NFD-003", L, "NFD PCI label and nvidia.com/gpu.present agree",
+       hint="nvidia.com/gpu.present only says the hardware was detected. The operator sets it from NFD's PCI "
+            "label, and to 'false' when that label disappears.",
+       kubectl="kubectl get node {node} --show-labels",
+       detects="a GPU node that lost its NFD label (gpu.present=false), or a label set by hand without NFD")
+def nfd_labels_consistent(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    findings = []
+    for node in snap.gpu_nodes:
+        n, labels = name_of(node), labels_of(node)
+        nfd = has_nfd_gpu_label(node)
+        present = labels.get(GPU_PRESENT_LABEL)
+        nfd_found = [k for k in NFD_GPU_LABELS if labels.get(k) == "true"]
+        ev = {"nfd_labels": nfd_found, GPU_PRESENT_LABEL: present}
+        if nfd and present == "true":
+            findings.append(Finding("NFD-003", Status.PASS, f"{nfd_found[0].split('/')[-1]} and gpu.present=true",
+                                    node=n, evidence=ev))
+        elif nfd:
+            findings.append(Finding("NFD-003", Status.FAIL,
+                                    f"NFD found an NVIDIA GPU but {GPU_PRESENT_LABEL}={present or '<absent>'}: "
+                                    "the operator has not labelled this node (is it running?)", node=n, evidence=ev))
+        elif present == "false":
+            findings.append(Finding("NFD-003", Status.FAIL,
+                                    f"{GPU_PRESENT_LABEL}=false and no NFD NVIDIA PCI label: NFD stopped labelling "
+                                    "this GPU node, so the operator withdrew its operands", node=n, evidence=ev))
+        else:
+            findings.append(Finding("NFD-003", Status.FAIL,
+                                    f"GPU evidence ({GPU_PRESENT_LABEL}={present or '<absent>'}, GFD labels or GPU "
+                                    "capacity) but no NFD NVIDIA PCI label: set by hand, or NFD is not labelling",
+                                    node=n, evidence=ev))
+    return findings

@@ -1,0 +1,261 @@
+"""Layer 1, operator: the ClusterPolicy CRD and object, the operator Deployment, the operand DaemonSets."""
+
+from __future__ import annotations
+
+from gpu_conformance.checks.common import (
+    cluster_finding,
+    enabled_operands,
+    operator_deployment,
+    operator_image,
+    operator_version,
+)
+from gpu_conformance.checks.registry import check
+from gpu_conformance.cluster.podstate import crashlooping, pod_ready, pod_status_text, restart_count, stuck_init_container
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.operands import (
+    CLUSTERPOLICY_CRD,
+    DCGM,
+    DCGM_EXPORTER,
+    DRIVER,
+    DRIVER_COMPONENT_LABEL,
+    MIG_MANAGER,
+    NODE_STATUS_EXPORTER,
+    NVIDIADRIVER_CRD,
+    OPERANDS,
+)
+from gpu_conformance.settings import Settings
+
+L = Layer.OPERATOR
+# Operands no later layer examines: their pods' health is judged here, per node.
+MONITORING = (DCGM, DCGM_EXPORTER, MIG_MANAGER, NODE_STATUS_EXPORTER)
+# Init containers that only wait for an earlier stage; a pod stuck there is a symptom, not a cause.
+GATES = ("toolkit-validation", "driver-validation")
+
+
+@check("OPR-001", L, "ClusterPolicy CRD is served",
+       hint="The GPU Operator's CRDs come with its Helm chart; reinstall or upgrade the chart.",
+       kubectl=f"kubectl get crd {CLUSTERPOLICY_CRD}",
+       detects="operator not installed, or its CRD deleted")
+def clusterpolicy_crd(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    if CLUSTERPOLICY_CRD in snap.crds:
+        return [cluster_finding("OPR-001", Status.PASS, f"CRD {CLUSTERPOLICY_CRD} is served")]
+    return [cluster_finding("OPR-001", Status.FAIL,
+                            f"CRD {CLUSTERPOLICY_CRD} does not exist: the GPU Operator is not installed",
+                            object=f"customresourcedefinition/{CLUSTERPOLICY_CRD}", observed="absent",
+                            expected="present")]
+
+
+@check("OPR-002", L, "exactly one active ClusterPolicy",
+       hint="Helm creates ClusterPolicy/cluster-policy (clusterPolicy.deployCR=true). Only the oldest one is "
+            "active; the operator marks others 'ignored'.",
+       kubectl="kubectl get clusterpolicies.nvidia.com",
+       detects="no ClusterPolicy, or several competing ones")
+def one_clusterpolicy(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    cps = snap.clusterpolicies
+    if not cps:
+        return [cluster_finding("OPR-002", Status.FAIL, "no ClusterPolicy exists: the operator deploys nothing",
+                                object="clusterpolicies.nvidia.com", observed=0, expected=1)]
+    active = [cp for cp in cps if cp.get("status", {}).get("state") != "ignored"]
+    if len(active) > 1:
+        return [cluster_finding("OPR-002", Status.FAIL,
+                                f"{len(active)} ClusterPolicies are not 'ignored': "
+                                f"{', '.join(sorted(name_of(c) for c in active))}",
+                                observed=[name_of(c) for c in active], expected="one active")]
+    return [cluster_finding("OPR-002", Status.PASS,
+                            f"ClusterPolicy {name_of(snap.active_clusterpolicy or {})} is the active one",
+                            total=len(cps))]
+
+
+def _condition(cp: dict, ctype: str) -> dict:
+    return next((c for c in cp.get("status", {}).get("conditions") or [] if c.get("type") == ctype), {})
+
+
+@check("OPR-003", L, "ClusterPolicy is ready and reconciled",
+       hint="status.state=ready is not enough: Ready must be True with reason Reconciled. NoGPUNodes and "
+            "NFDLabelsMissing also report 'ready'. Read the operator's log for the failing state.",
+       kubectl="kubectl get clusterpolicies.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} "
+               "{.status.state} {.status.conditions}{\"\\n\"}{end}'",
+       detects="operand states not ready, no GPU nodes, NFD labels missing")
+def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    cp = snap.active_clusterpolicy
+    if cp is None:
+        return [cluster_finding("OPR-003", Status.NA, "no ClusterPolicy (see OPR-002)")]
+    state = cp.get("status", {}).get("state", "")
+    ready = _condition(cp, "Ready")
+    error = _condition(cp, "Error")
+    ev = {"object": f"clusterpolicy/{name_of(cp)}", "status.state": state or "<unset>",
+          "Ready": {k: ready.get(k) for k in ("status", "reason", "message")},
+          "Error": {k: error.get(k) for k in ("status", "reason", "message")}}
+    reason = ready.get("reason", "")
+    if state == "ready" and ready.get("status") == "True" and reason == "Reconciled":
+        return [cluster_finding("OPR-003", Status.PASS, "ClusterPolicy ready (Ready=True, reason Reconciled)", **ev)]
+    if reason == "NoGPUNodes":
+        msg = ("ClusterPolicy reports NoGPUNodes: the operator found no node with NFD's NVIDIA PCI label "
+               "(feature.node.kubernetes.io/pci-10de.present), so it deployed nothing")
+    elif reason == "NFDLabelsMissing":
+        msg = ("ClusterPolicy reports NFDLabelsMissing: no node has any feature.node.kubernetes.io/ label — "
+               "Node Feature Discovery is not running or not labelling")
+    elif error.get("reason") == "OperandNotReady" or "states not ready" in (error.get("message") or ""):
+        msg = f"ClusterPolicy notReady (OperandNotReady): {error.get('message') or 'operand states not ready'}"
+    elif not state:
+        msg = "ClusterPolicy has no status: the operator has never reconciled it (is the operator running?)"
+    else:
+        detail = error.get("message") or ready.get("message") or ""
+        msg = f"ClusterPolicy state={state}, Ready={ready.get('status', '?')} reason={reason or '?'}" + (
+            f": {detail}" if detail else "")
+    return [cluster_finding("OPR-003", Status.FAIL, msg, **ev)]
+
+
+@check("OPR-004", L, "operator Deployment is available",
+       hint="Without the operator nothing is reconciled: read its pod's log (and --previous after a crash).",
+       kubectl="kubectl -n {ns} get deploy,pods -l app=gpu-operator -o wide",
+       detects="operator scaled to 0, crash-looping or missing")
+def operator_available(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    dep = operator_deployment(snap)
+    ns = snap.operator_namespace
+    if dep is None:
+        where = f"namespace {ns}" if ns else "any namespace (no pod labelled app=gpu-operator)"
+        return [cluster_finding("OPR-004", Status.FAIL, f"no gpu-operator Deployment in {where}",
+                                observed="absent", expected="Deployment gpu-operator")]
+    st = dep.get("status", {})
+    want = dep.get("spec", {}).get("replicas", 1)
+    avail = st.get("availableReplicas", 0) or 0
+    pods = [p for p in snap.operator_pods if p.get("metadata", {}).get("namespace") == ns]
+    ev = {"object": f"deployment/{name_of(dep)}", "spec.replicas": want, "status.availableReplicas": avail,
+          "pods": {name_of(p): {"status": pod_status_text(p), "restarts": restart_count(p)} for p in pods}}
+    looping = [name_of(p) for p in pods if crashlooping(p)]
+    if want == 0:
+        return [cluster_finding("OPR-004", Status.FAIL, "gpu-operator Deployment is scaled to 0 replicas", **ev)]
+    if looping:
+        return [cluster_finding("OPR-004", Status.FAIL,
+                                f"gpu-operator pod {looping[0]} is in CrashLoopBackOff "
+                                f"({restart_count(next(p for p in pods if name_of(p) == looping[0]))} restarts)",
+                                **ev)]
+    if avail < 1:
+        states = ", ".join(f"{n} {v['status']}" for n, v in ev["pods"].items()) or "no pods"
+        return [cluster_finding("OPR-004", Status.FAIL, f"gpu-operator Deployment has 0 available replicas "
+                                f"({states})", **ev)]
+    restarts = max((restart_count(p) for p in pods), default=0)
+    if restarts > 1:
+        return [cluster_finding("OPR-004", Status.WARN,
+                                f"gpu-operator available, but its pod restarted {restarts} times", **ev)]
+    return [cluster_finding("OPR-004", Status.PASS, f"gpu-operator available ({avail}/{want})", **ev)]
+
+
+@check("OPR-005", L, "operator version is known",
+       hint="The version decides which labels, init containers and CDI defaults to expect.",
+       kubectl="kubectl -n {ns} get deploy gpu-operator -o jsonpath='{.spec.template.spec.containers[0].image}'",
+       detects="an operator image without a version tag (expectations fall back to the newest release)")
+def operator_version_known(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    image = operator_image(snap)
+    version = operator_version(snap)
+    if not image:
+        return [cluster_finding("OPR-005", Status.NA, "no operator image to read a version from (see OPR-004)")]
+    if not version or not version[:1].lstrip("v").isdigit():
+        return [cluster_finding("OPR-005", Status.WARN,
+                                f"operator image {image} has no release tag; checks assume the newest behaviour",
+                                image=image)]
+    return [cluster_finding("OPR-005", Status.PASS, f"GPU Operator {version}", image=image, version=version)]
+
+
+def _driver_daemonsets(snap: ClusterSnapshot) -> list[dict]:
+    key, value = DRIVER_COMPONENT_LABEL
+    return snap.daemonsets_by_label(key, value) or [d for d in snap.daemonsets
+                                                    if name_of(d).startswith(DRIVER.daemonset)]
+
+
+@check("OPR-006", L, "each enabled operand has its DaemonSet, each disabled one has none",
+       hint="The operator creates one DaemonSet per enabled state; a missing one means its state failed "
+            "(see the operator log) or was deleted and not yet recreated.",
+       kubectl="kubectl -n {ns} get daemonsets",
+       detects="an operand DaemonSet deleted or never created; a disabled operand still deployed")
+def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    if snap.active_clusterpolicy is None:
+        return [cluster_finding("OPR-006", Status.NA, "no ClusterPolicy (see OPR-002)")]
+    enabled = enabled_operands(snap)
+    spec = snap.active_clusterpolicy.get("spec") or {}
+    missing, unexpected, present = [], [], []
+    for o in OPERANDS:
+        exists = bool(_driver_daemonsets(snap)) if o is DRIVER else snap.daemonset(o.daemonset) is not None
+        if o is DRIVER and (spec.get("driver") or {}).get("useNvidiaDriverCRD"):
+            # The NVIDIADriver CRs own the driver DaemonSets; ClusterPolicy's own must be gone.
+            if NVIDIADRIVER_CRD not in snap.crds or not snap.nvidiadrivers:
+                missing.append("NVIDIADriver CR (driver.useNvidiaDriverCRD=true)")
+            elif not exists:
+                missing.append("driver DaemonSet owned by an NVIDIADriver")
+            else:
+                present.append("driver (NVIDIADriver)")
+            continue
+        if o in enabled and not exists:
+            missing.append(o.daemonset)
+        elif o not in enabled and exists:
+            unexpected.append(o.daemonset)
+        elif exists:
+            present.append(o.daemonset)
+    ev = {"enabled": [o.key for o in enabled], "present": present, "missing": missing, "unexpected": unexpected}
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"enabled but no DaemonSet: {', '.join(missing)}")
+        if unexpected:
+            parts.append(f"disabled in the ClusterPolicy but a DaemonSet exists: {', '.join(unexpected)}")
+        return [cluster_finding("OPR-006", Status.FAIL, "; ".join(parts), **ev)]
+    return [cluster_finding("OPR-006", Status.PASS, f"{len(present)} operand DaemonSets match the ClusterPolicy",
+                            **ev)]
+
+
+@check("OPR-007", L, "operand DaemonSets are rolled out; monitoring operands healthy per node",
+       hint="Driver, toolkit, validator, device plugin and GFD are judged by the later layers; DCGM, DCGM "
+            "exporter, MIG manager and node-status exporter are judged here. A pod waiting in "
+            "toolkit-validation is a symptom of the driver-toolkit layer.",
+       kubectl="kubectl -n {ns} get daemonsets -o wide && kubectl -n {ns} get pods -o wide --field-selector "
+               "spec.nodeName={node}",
+       detects="DCGM / DCGM exporter / MIG manager crash-looping on a node; a rollout stuck on an old generation")
+def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    if snap.active_clusterpolicy is None:
+        return [cluster_finding("OPR-007", Status.NA, "no ClusterPolicy (see OPR-002)")]
+    findings: list[Finding] = []
+    enabled = enabled_operands(snap)
+    stale = []
+    for ds in snap.daemonsets:
+        md, st = ds.get("metadata", {}), ds.get("status", {})
+        if st.get("observedGeneration", md.get("generation", 0)) < md.get("generation", 0):
+            stale.append(name_of(ds))
+    monitoring = [o for o in MONITORING if o in enabled and snap.daemonset(o.daemonset)]
+    for node in snap.gpu_nodes:
+        n = name_of(node)
+        labels = labels_of(node)
+        problems: dict[str, str] = {}
+        waiting: dict[str, str] = {}
+        for o in monitoring:
+            if labels.get(o.deploy_label) != "true":
+                continue  # not scheduled here by design (deploy-labels layer reports why)
+            ds = snap.daemonset(o.daemonset)
+            pod = snap.pod_on_node(snap.pods_of(ds), n) if ds else None
+            if pod is None or pod_ready(pod):
+                continue  # a missing pod is the deploy-labels layer's finding (LBL-002)
+            stuck = stuck_init_container(pod)
+            if stuck and stuck["name"] in GATES:
+                waiting[o.daemonset] = f"{pod_status_text(pod)}, waiting in {stuck['name']}"
+            else:
+                problems[o.daemonset] = f"{name_of(pod)} {pod_status_text(pod)} ({restart_count(pod)} restarts)"
+        if problems:
+            findings.append(Finding("OPR-007", Status.FAIL,
+                                    "monitoring operand not healthy on this node: "
+                                    + "; ".join(f"{k}: {v}" for k, v in problems.items()),
+                                    node=n, evidence={"pods": problems, "waiting_on_gates": waiting},
+                                    kubectl=f"kubectl -n {snap.operator_namespace} get pods -o wide "
+                                            f"--field-selector spec.nodeName={n}"))
+        elif waiting:
+            findings.append(Finding("OPR-007", Status.WARN,
+                                    "operands waiting on an earlier stage (see driver-toolkit): "
+                                    + "; ".join(f"{k}: {v}" for k, v in waiting.items()),
+                                    node=n, evidence={"waiting_on_gates": waiting}))
+        else:
+            findings.append(Finding("OPR-007", Status.PASS, "operand rollout healthy on this node", node=n))
+    if stale:
+        findings.append(cluster_finding("OPR-007", Status.WARN,
+                                        f"rollout in progress (observedGeneration < generation): {', '.join(stale)}",
+                                        daemonsets=stale))
+    return findings

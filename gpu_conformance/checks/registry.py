@@ -1,0 +1,28 @@
+"""The @check decorator: a check's id, layer, title, hint and kubectl command live next to its code."""
+
+from __future__ import annotations
+
+from gpu_conformance.model import Check, CheckFunc, Layer
+
+REGISTRY: dict[str, Check] = {}
+
+
+def check(id: str, layer: Layer, title: str, *, hint: str, kubectl: str, detects: str = ""):
+    """Register a check function under a stable id. The id must never change once released."""
+
+    def wrap(func: CheckFunc) -> CheckFunc:
+        if id in REGISTRY:
+            raise ValueError(f"duplicate check id {id}")
+        REGISTRY[id] = Check(id=id, layer=layer, title=title, hint=hint, kubectl=kubectl, func=func,
+                             detects=detects)
+        return func
+
+    return wrap
+
+
+def declare(id: str, layer: Layer, title: str, *, hint: str, kubectl: str, detects: str = "") -> Check:
+    """A check whose findings come from elsewhere (the probe run), not from the snapshot."""
+    if id in REGISTRY:
+        raise ValueError(f"duplicate check id {id}")
+    REGISTRY[id] = Check(id=id, layer=layer, title=title, hint=hint, kubectl=kubectl, func=None, detects=detects)
+    return REGISTRY[id]

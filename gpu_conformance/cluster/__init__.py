@@ -1,0 +1,1 @@
+"""Reading the cluster: connection, the one-shot snapshot, permissions."""

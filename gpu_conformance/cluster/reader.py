@@ -1,0 +1,272 @@
+"""Read the cluster once: one LIST per resource kind, concurrently, as raw JSON.
+
+The number of requests is constant in the number of nodes (no per-node GETs); the only
+per-object reads are the last log lines of containers that are stuck, capped at MAX_LOG_READS.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from gpu_conformance.cluster.connect import REQUEST_TIMEOUT, Connection
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.errors import ClusterAccessError
+from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERATOR_POD_LABEL
+
+MAX_LOG_READS = 20
+LOG_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class ListSpec:
+    """One LIST: what the snapshot calls it, its API path, and the RBAC verb/resource it needs."""
+
+    attr: str
+    path: str
+    group: str
+    resource: str
+    namespace: str = ""
+    label_selector: str = ""
+    field_selector: str = ""
+    # 404 means "this kind does not exist here" (an optional CRD), not an error.
+    optional: bool = False
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status in (429, 500, 502, 503, 504)
+    return isinstance(exc, urllib3.exceptions.ProtocolError | ConnectionResetError)
+
+
+class ClusterReader:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    # ---- raw requests --------------------------------------------------------------------
+    @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(4),
+           wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+    def _call(self, method: str, path: str, query: list[tuple[str, str]] | None = None,
+              body: Any = None) -> Any:
+        with self._lock:
+            self.requests += 1
+        resp = self.conn.api.call_api(
+            path, method, query_params=query or [], header_params={"Accept": "application/json",
+                                                                  "Content-Type": "application/json"},
+            body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
+        )
+        data = resp[0].data if isinstance(resp, tuple) else resp.data
+        return json.loads(data) if data else {}
+
+    def call(self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None,
+             what: str = "") -> Any:
+        """A request with errors turned into one clear line naming the verb and resource."""
+        try:
+            return self._call(method, path, query, body)
+        except ApiException as e:
+            raise self._api_error(e, what or f"{method} {path}") from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise ClusterAccessError(f"cannot reach the API server at {self.conn.server}: {_root_reason(e)}") from None
+
+    def _api_error(self, e: ApiException, what: str) -> Exception:
+        if e.status == 401:
+            return ClusterAccessError(f"401 Unauthorized from {self.conn.server}: the credentials of context "
+                                      f"{self.conn.context!r} were rejected ({what})")
+        if e.status == 403:
+            return ClusterAccessError(f"403 Forbidden: {self.conn.user or 'this user'} cannot {what} "
+                                      f"(grant it with rbac.yaml)")
+        return ClusterAccessError(f"{what} failed: HTTP {e.status} {e.reason}")
+
+    def list_raw(self, spec: ListSpec) -> list[dict[str, Any]] | None:
+        query = [("labelSelector", spec.label_selector)] if spec.label_selector else []
+        if spec.field_selector:
+            query.append(("fieldSelector", spec.field_selector))
+        scope = f" in namespace {spec.namespace}" if spec.namespace else ""
+        what = f"list {spec.resource}{'.' + spec.group if spec.group else ''}{scope}"
+        try:
+            data = self._call("GET", spec.path, query)
+        except ApiException as e:
+            if e.status == 404 and spec.optional:
+                return None
+            raise self._api_error(e, what) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise ClusterAccessError(f"cannot reach the API server at {self.conn.server}: {_root_reason(e)}") from None
+        return data.get("items") or []
+
+    def list_raw_path(self, path: str) -> list[dict[str, Any]]:
+        return self.call("GET", path, what=f"list {path}").get("items") or []
+
+    # ---- permissions ---------------------------------------------------------------------
+    def missing_permissions(self, needs: list[tuple[str, str, str, str]]) -> list[str]:
+        """SelfSubjectAccessReview for each (verb, group, resource, namespace); returns what is denied."""
+
+        def review(need: tuple[str, str, str, str]) -> str | None:
+            verb, group, resource, ns = need
+            attrs: dict[str, str] = {"verb": verb, "group": group, "resource": resource}
+            if ns:
+                attrs["namespace"] = ns
+            body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                    "spec": {"resourceAttributes": attrs}}
+            out = self.call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body,
+                            what="create selfsubjectaccessreviews.authorization.k8s.io")
+            if out.get("status", {}).get("allowed"):
+                return None
+            return f"{verb} {resource}{'.' + group if group else ''}" + (f" in namespace {ns}" if ns else "")
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return [m for m in pool.map(review, needs) if m]
+
+    # ---- the snapshot --------------------------------------------------------------------
+    def read(self, operator_namespace: str | None = None, gpu_node_selector: str | None = None,
+             preflight: bool = True) -> ClusterSnapshot:
+        start = time.monotonic()
+        snap = ClusterSnapshot(server=self.conn.server, context=self.conn.context,
+                               gpu_node_selector=gpu_node_selector)
+        cluster_lists = [
+            ListSpec("nodes", "/api/v1/nodes", "", "nodes"),
+            ListSpec("clusterpolicies", "/apis/nvidia.com/v1/clusterpolicies", "nvidia.com", "clusterpolicies",
+                     optional=True),
+            ListSpec("nvidiadrivers", "/apis/nvidia.com/v1alpha1/nvidiadrivers", "nvidia.com", "nvidiadrivers",
+                     optional=True),
+            ListSpec("runtimeclasses", "/apis/node.k8s.io/v1/runtimeclasses", "node.k8s.io", "runtimeclasses"),
+            ListSpec("operator_pods", "/api/v1/pods", "", "pods", label_selector="=".join(OPERATOR_POD_LABEL)),
+            ListSpec("nfd_pods", "/api/v1/pods", "", "pods",
+                     label_selector="app.kubernetes.io/name=node-feature-discovery"),
+            # Only the two CRDs that matter: a cluster can hold hundreds of large CRD objects.
+            ListSpec("crd_cp", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "apiextensions.k8s.io",
+                     "customresourcedefinitions", field_selector=f"metadata.name={CLUSTERPOLICY_CRD}"),
+            ListSpec("crd_nvd", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "apiextensions.k8s.io",
+                     "customresourcedefinitions", field_selector=f"metadata.name={NVIDIADRIVER_CRD}"),
+        ]
+        if preflight:
+            needs = [("list", s.group, s.resource, s.namespace) for s in cluster_lists]
+            missing = self.missing_permissions(sorted(set(needs)))
+            if missing:
+                raise ClusterAccessError("missing permissions: " + "; ".join(missing) + " (apply rbac.yaml)")
+
+        jobs: dict[str, Callable[[], Any]] = {s.attr: (lambda s=s: self.list_raw(s)) for s in cluster_lists}
+        jobs["version"] = lambda: self.call("GET", "/version", what="get /version")
+        results = self._run_all(jobs)
+
+        snap.nodes = results["nodes"] or []
+        snap.clusterpolicies = results["clusterpolicies"] or []
+        snap.nvidiadrivers = results["nvidiadrivers"] or []
+        snap.runtimeclasses = results["runtimeclasses"] or []
+        snap.operator_pods = results["operator_pods"] or []
+        snap.nfd_pods = results["nfd_pods"] or []
+        snap.crds = {name_of(c) for c in (results["crd_cp"] or []) + (results["crd_nvd"] or [])}
+        snap.kubernetes_version = (results["version"] or {}).get("gitVersion", "")
+
+        ns = operator_namespace or discover_namespace(snap)
+        snap.operator_namespace = ns or ""
+        if ns:
+            ns_lists = [
+                ListSpec("pods", f"/api/v1/namespaces/{ns}/pods", "", "pods", namespace=ns),
+                ListSpec("daemonsets", f"/apis/apps/v1/namespaces/{ns}/daemonsets", "apps", "daemonsets",
+                         namespace=ns),
+                ListSpec("deployments", f"/apis/apps/v1/namespaces/{ns}/deployments", "apps", "deployments",
+                         namespace=ns),
+                ListSpec("events", f"/api/v1/namespaces/{ns}/events", "", "events", namespace=ns),
+            ]
+            if preflight:
+                missing = self.missing_permissions([("list", s.group, s.resource, ns) for s in ns_lists]
+                                                   + [("get", "", "pods/log", ns)])
+                if missing:
+                    raise ClusterAccessError("missing permissions: " + "; ".join(missing) + " (apply rbac.yaml)")
+            res2 = self._run_all({s.attr: (lambda s=s: self.list_raw(s)) for s in ns_lists})
+            snap.pods = res2["pods"] or []
+            snap.daemonsets = res2["daemonsets"] or []
+            snap.deployments = res2["deployments"] or []
+            snap.events = res2["events"] or []
+            snap.logs = self._stuck_container_logs(ns, snap.pods)
+        snap.requests = self.requests
+        snap.read_seconds = time.monotonic() - start
+        return snap
+
+    def _run_all(self, jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+        with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+            futures = {k: pool.submit(fn) for k, fn in jobs.items()}
+            return {k: f.result() for k, f in futures.items()}
+
+    def _stuck_container_logs(self, ns: str, pods: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+        """Last lines of the containers a finding will quote: a stuck init container or a crash loop."""
+        from gpu_conformance.cluster.podstate import crashlooping, stuck_init_container
+
+        wanted: list[tuple[str, str]] = []
+        for p in pods:
+            if p.get("status", {}).get("phase") in ("Succeeded",):
+                continue
+            stuck = stuck_init_container(p)
+            if stuck and (stuck.get("restarts") or stuck.get("state") != "waiting"
+                          or stuck.get("reason") not in ("PodInitializing", None, "")):
+                wanted.append((name_of(p), stuck["name"]))
+            wanted.extend((name_of(p), c) for c in crashlooping(p))
+            if p.get("status", {}).get("phase") == "Failed":
+                for cs in p.get("status", {}).get("initContainerStatuses") or []:
+                    if (cs.get("state", {}).get("terminated") or {}).get("exitCode", 0) != 0:
+                        wanted.append((name_of(p), cs["name"]))
+        wanted = wanted[:MAX_LOG_READS]
+
+        def fetch(key: tuple[str, str]) -> tuple[tuple[str, str], str]:
+            pod, container = key
+            try:
+                resp = self.conn.api.call_api(
+                    f"/api/v1/namespaces/{ns}/pods/{pod}/log", "GET",
+                    query_params=[("container", container), ("tailLines", str(LOG_TAIL_LINES))],
+                    auth_settings=["BearerToken"], _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                with self._lock:
+                    self.requests += 1
+                data = resp[0].data if isinstance(resp, tuple) else resp.data
+                return key, data.decode("utf-8", "replace")
+            except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
+                # Logs are evidence, not a requirement: a missing log must not end the run.
+                return key, f"<logs unavailable: {getattr(e, 'reason', e)}>"
+
+        if not wanted:
+            return {}
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            return dict(pool.map(fetch, wanted))
+
+
+def discover_namespace(snap: ClusterSnapshot) -> str | None:
+    """Where the operator runs: the app=gpu-operator pod (as must-gather finds it), else ClusterPolicy status."""
+    for p in snap.operator_pods:
+        ns = p.get("metadata", {}).get("namespace")
+        if ns:
+            return ns
+    cp = snap.active_clusterpolicy
+    if cp:
+        return cp.get("status", {}).get("namespace") or None
+    return None
+
+
+def _root_reason(e: BaseException) -> str:
+    reason = getattr(e, "reason", None)
+    while reason is not None and getattr(reason, "reason", None) is not None:
+        reason = reason.reason
+    text = str(reason or e)
+    if "Connection refused" in text:
+        return "connection refused"
+    if "timed out" in text.lower():
+        return "timed out"
+    if "Name or service not known" in text or "nodename nor servname" in text:
+        return "host name does not resolve"
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return "TLS certificate not trusted"
+    return text.splitlines()[0][:200]
+
+
+def read_snapshot(conn: Connection, operator_namespace: str | None = None, gpu_node_selector: str | None = None,
+                  preflight: bool = True) -> ClusterSnapshot:
+    return ClusterReader(conn).read(operator_namespace, gpu_node_selector, preflight)

@@ -1,0 +1,174 @@
+"""The cluster as read once: raw JSON objects per kind, shared by every check.
+
+Checks never call the API; they only look at this object. Accessors here answer the questions
+several layers ask ("which nodes are GPU nodes", "which pods does this DaemonSet own on that node").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from gpu_conformance.cluster.selectors import match_labels, matches, parse_selector
+
+Obj = dict[str, Any]
+
+# NFD labels the GPU Operator accepts as "this node has an NVIDIA GPU" (operator's own NFD config
+# gives pci-10de, a stock NFD gives class+vendor: 0302 = 3D controller, 0300 = VGA).
+NFD_GPU_LABELS = (
+    "feature.node.kubernetes.io/pci-10de.present",
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+)
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+
+
+def labels_of(obj: Obj) -> dict[str, str]:
+    return obj.get("metadata", {}).get("labels") or {}
+
+
+def name_of(obj: Obj) -> str:
+    return obj.get("metadata", {}).get("name", "")
+
+
+def has_nfd_gpu_label(node: Obj) -> bool:
+    labels = labels_of(node)
+    return any(labels.get(k) == "true" for k in NFD_GPU_LABELS)
+
+
+def gpu_resources(node: Obj, field: str = "capacity") -> dict[str, str]:
+    """Extended resources a device plugin advertises: nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*."""
+    res = node.get("status", {}).get(field) or {}
+    return {k: v for k, v in res.items() if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-")}
+
+
+def has_gpu_evidence(node: Obj) -> bool:
+    labels = labels_of(node)
+    return (has_nfd_gpu_label(node) or GPU_PRESENT_LABEL in labels or "nvidia.com/gpu.product" in labels
+            or bool(gpu_resources(node)))
+
+
+@dataclass
+class ClusterSnapshot:
+    nodes: list[Obj] = field(default_factory=list)
+    # Pods, DaemonSets, Deployments and events of the operator namespace.
+    pods: list[Obj] = field(default_factory=list)
+    daemonsets: list[Obj] = field(default_factory=list)
+    deployments: list[Obj] = field(default_factory=list)
+    events: list[Obj] = field(default_factory=list)
+    # Pods labelled app=gpu-operator and NFD pods, from any namespace (namespace discovery, NFD layer).
+    operator_pods: list[Obj] = field(default_factory=list)
+    nfd_pods: list[Obj] = field(default_factory=list)
+    clusterpolicies: list[Obj] = field(default_factory=list)
+    nvidiadrivers: list[Obj] = field(default_factory=list)
+    runtimeclasses: list[Obj] = field(default_factory=list)
+    # Names of the CRDs that matter (clusterpolicies.nvidia.com, nvidiadrivers.nvidia.com) that exist.
+    crds: set[str] = field(default_factory=set)
+    # Last log lines of containers the checks want to quote, keyed by (pod, container).
+    logs: dict[tuple[str, str], str] = field(default_factory=dict)
+    operator_namespace: str = ""
+    server: str = ""
+    context: str = ""
+    kubernetes_version: str = ""
+    # How many API requests built this snapshot: must not grow with the number of nodes.
+    requests: int = 0
+    read_seconds: float = 0.0
+    gpu_node_selector: str | None = None
+
+    # ---- ClusterPolicy -------------------------------------------------------------------
+    @cached_property
+    def active_clusterpolicy(self) -> Obj | None:
+        """The oldest ClusterPolicy is the active one (the operator marks the others 'ignored')."""
+        if not self.clusterpolicies:
+            return None
+        return sorted(
+            self.clusterpolicies,
+            key=lambda cp: (cp.get("metadata", {}).get("creationTimestamp", ""), name_of(cp)),
+        )[0]
+
+    def policy_spec(self, *path: str, default: Any = None) -> Any:
+        cur: Any = (self.active_clusterpolicy or {}).get("spec", {})
+        for p in path:
+            if not isinstance(cur, dict) or p not in cur:
+                return default
+            cur = cur[p]
+        return cur
+
+    def policy_enabled(self, component: str, default: bool) -> bool:
+        value = self.policy_spec(component, "enabled")
+        return default if value is None else bool(value)
+
+    # ---- nodes ---------------------------------------------------------------------------
+    @cached_property
+    def node_by_name(self) -> dict[str, Obj]:
+        return {name_of(n): n for n in self.nodes}
+
+    @cached_property
+    def gpu_nodes(self) -> list[Obj]:
+        """Nodes with any NVIDIA GPU evidence; the NFD layer reports the ones whose evidence disagrees.
+
+        `nvidia.com/gpu.present=false` counts: the operator writes it (rather than removing the label)
+        when a node's NFD labels disappear, so a GPU node that lost NFD is still found and reported.
+        """
+        sel = parse_selector(self.gpu_node_selector) if self.gpu_node_selector else None
+        out = []
+        for n in self.nodes:
+            if not has_gpu_evidence(n):
+                continue
+            if sel is not None and not matches(sel, labels):
+                continue
+            out.append(n)
+        return sorted(out, key=name_of)
+
+    @cached_property
+    def gpu_node_names(self) -> list[str]:
+        return [name_of(n) for n in self.gpu_nodes]
+
+    # ---- workloads -----------------------------------------------------------------------
+    def daemonset(self, name: str) -> Obj | None:
+        return next((d for d in self.daemonsets if name_of(d) == name), None)
+
+    def daemonsets_by_label(self, key: str, value: str) -> list[Obj]:
+        return [d for d in self.daemonsets if labels_of(d).get(key) == value]
+
+    def deployment(self, name: str) -> Obj | None:
+        return next((d for d in self.deployments if name_of(d) == name), None)
+
+    @cached_property
+    def _pods_by_owner_uid(self) -> dict[str, list[Obj]]:
+        out: dict[str, list[Obj]] = defaultdict(list)
+        for p in self.pods:
+            for ref in p.get("metadata", {}).get("ownerReferences") or []:
+                out[ref.get("uid", "")].append(p)
+        return out
+
+    def pods_of(self, owner: Obj) -> list[Obj]:
+        return self._pods_by_owner_uid.get(owner.get("metadata", {}).get("uid", ""), [])
+
+    def pods_with_labels(self, selector: dict[str, str]) -> list[Obj]:
+        return [p for p in self.pods if match_labels(selector, labels_of(p))]
+
+    @cached_property
+    def pods_by_node(self) -> dict[str, list[Obj]]:
+        out: dict[str, list[Obj]] = defaultdict(list)
+        for p in self.pods:
+            out[p.get("spec", {}).get("nodeName") or ""].append(p)
+        return out
+
+    def pod_on_node(self, pods: list[Obj], node: str) -> Obj | None:
+        """The newest non-terminating pod of the given set on the node."""
+        candidates = [p for p in pods if p.get("spec", {}).get("nodeName") == node
+                      and not p.get("metadata", {}).get("deletionTimestamp")]
+        if not candidates:
+            return None
+        return sorted(candidates, key=lambda p: p["metadata"].get("creationTimestamp", ""))[-1]
+
+    def events_for(self, kind: str, name: str) -> list[Obj]:
+        return [e for e in self.events
+                if e.get("involvedObject", {}).get("kind") == kind and e.get("involvedObject", {}).get("name") == name]
+
+    @cached_property
+    def runtimeclass_names(self) -> set[str]:
+        return {name_of(rc) for rc in self.runtimeclasses}

@@ -1,0 +1,26 @@
+"""Errors that end a run with one clear line and an exit code distinct from 'not conformant'."""
+
+from __future__ import annotations
+
+# Exit codes: 0 conformant, 1 not conformant (pytest's "tests failed"), these for everything else.
+EXIT_USAGE = 4          # pytest's own usage-error code, so bad options look alike everywhere
+EXIT_CLUSTER_ACCESS = 3  # could not read the cluster (kubeconfig, API server, permissions)
+EXIT_NOT_INSTALLED = 6   # the GPU Operator is not installed (no ClusterPolicy CRD)
+
+
+class ConformanceError(Exception):
+    """Base: the message is the whole story, printed as one line, never with a traceback."""
+
+    exit_code = EXIT_CLUSTER_ACCESS
+
+
+class UsageError(ConformanceError):
+    exit_code = EXIT_USAGE
+
+
+class ClusterAccessError(ConformanceError):
+    exit_code = EXIT_CLUSTER_ACCESS
+
+
+class OperatorNotInstalled(ConformanceError):
+    exit_code = EXIT_NOT_INSTALLED

@@ -1,0 +1,122 @@
+"""The vocabulary every part of the suite shares: layers, statuses, findings and check definitions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpu_conformance.cluster.snapshot import ClusterSnapshot
+    from gpu_conformance.settings import Settings
+
+
+class Layer(StrEnum):
+    """The layers in the order a GPU reaches a pod; the first failing one is a node's root cause."""
+
+    OPERATOR = "operator"
+    NFD = "nfd"
+    DEPLOY_LABELS = "deploy-labels"
+    DRIVER_TOOLKIT = "driver-toolkit"
+    DEVICE_PLUGIN = "device-plugin"
+    PROBE = "probe"
+
+    @property
+    def index(self) -> int:
+        return LAYER_ORDER.index(self)
+
+
+LAYER_ORDER: list[Layer] = list(Layer)
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    # Something a person should know (an opt-out, a transient upgrade) that is not a break.
+    WARN = "warn"
+    # The check does not apply to this cluster or node (e.g. no driver pod in host-driver mode).
+    NA = "n/a"
+    # An earlier layer failed for this node, so this result would only repeat that failure.
+    BLOCKED = "blocked"
+
+
+# Worst first: how a set of statuses folds into one for a layer or a check.
+STATUS_SEVERITY: dict[Status, int] = {
+    Status.FAIL: 4,
+    Status.BLOCKED: 3,
+    Status.WARN: 2,
+    Status.PASS: 1,
+    Status.NA: 0,
+}
+
+
+def worst(statuses: list[Status] | set[Status]) -> Status:
+    if not statuses:
+        return Status.NA
+    return max(statuses, key=lambda s: STATUS_SEVERITY[s])
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One observation by one check, about one node or (node=None) the whole cluster."""
+
+    check_id: str
+    status: Status
+    message: str
+    node: str | None = None
+    # Object and field, observed and expected: what a person needs to believe the message.
+    evidence: dict[str, Any] = field(default_factory=dict)
+    # Overrides of the catalogue's generic hint/command when the check knows better (e.g. a pod name).
+    hint: str = ""
+    kubectl: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check_id": self.check_id,
+            "status": str(self.status),
+            "message": self.message,
+            "node": self.node,
+            "evidence": self.evidence,
+            "hint": self.hint,
+            "kubectl": self.kubectl,
+        }
+
+
+CheckFunc = Callable[["ClusterSnapshot", "Settings"], list[Finding]]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A catalogue entry: stable id, the layer it belongs to, and the pure function that runs it."""
+
+    id: str
+    layer: Layer
+    title: str
+    hint: str
+    kubectl: str
+    func: CheckFunc | None = None
+    # What the check exists to catch, in one line (README table, report).
+    detects: str = ""
+
+    def run(self, snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+        if self.func is None:
+            raise RuntimeError(f"{self.id} has no function (probe checks are produced by the probe run)")
+        findings = self.func(snapshot, settings)
+        return [self._complete(f, snapshot, settings) for f in findings]
+
+    def _complete(self, finding: Finding, snapshot: ClusterSnapshot, settings: Settings) -> Finding:
+        hint = finding.hint or self.hint
+        kubectl = finding.kubectl or self.render_kubectl(settings.operator_namespace or "gpu-operator", finding.node)
+        return Finding(
+            check_id=self.id,
+            status=finding.status,
+            message=finding.message,
+            node=finding.node,
+            evidence=finding.evidence,
+            hint=hint,
+            kubectl=kubectl,
+        )
+
+    def render_kubectl(self, namespace: str, node: str | None) -> str:
+        return self.kubectl.format(ns=namespace, node=node or "<node>")

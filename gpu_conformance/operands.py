@@ -1,0 +1,111 @@
+"""What a GPU Operator install consists of: operands, their DaemonSets, labels and switches.
+
+Facts from the GPU Operator's manifests (assets/*/0*_daemonset.yaml, state_manager.go, clusterpolicy_types.go);
+see ../shared/docs/gpu-operator-facts.md §1c, §2b, §3. Both the checks and the simulated operator read
+this table, so the simulation cannot drift from what the checks expect without a test noticing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
+
+
+@dataclass(frozen=True)
+class Operand:
+    key: str                  # short name used in messages and deploy labels
+    daemonset: str            # DaemonSet name (also the pod `app` label)
+    spec_field: str | None    # ClusterPolicy spec field with `.enabled`; None = always on
+    default_enabled: bool     # the operator's Go default when the field is absent
+    deploy_label: str         # nodeSelector key with value "true"
+    # Init containers of the operand's pod, in order (the gate on the validator chain).
+    init_containers: tuple[str, ...] = ()
+    # Only MIG-capable nodes carry this deploy label.
+    mig_only: bool = False
+
+    @property
+    def app(self) -> str:
+        return self.daemonset
+
+
+DRIVER = Operand("driver", "nvidia-driver-daemonset", "driver", True, DEPLOY_PREFIX + "driver",
+                 ("k8s-driver-manager",))
+TOOLKIT = Operand("container-toolkit", "nvidia-container-toolkit-daemonset", "toolkit", True,
+                  DEPLOY_PREFIX + "container-toolkit", ("driver-validation",))
+VALIDATOR = Operand("operator-validator", "nvidia-operator-validator", None, True,
+                    DEPLOY_PREFIX + "operator-validator",
+                    ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"))
+DEVICE_PLUGIN = Operand("device-plugin", "nvidia-device-plugin-daemonset", "devicePlugin", True,
+                        DEPLOY_PREFIX + "device-plugin", ("toolkit-validation",))
+GFD = Operand("gpu-feature-discovery", "gpu-feature-discovery", "gfd", True,
+              DEPLOY_PREFIX + "gpu-feature-discovery", ("toolkit-validation",))
+DCGM_EXPORTER = Operand("dcgm-exporter", "nvidia-dcgm-exporter", "dcgmExporter", True,
+                        DEPLOY_PREFIX + "dcgm-exporter", ("toolkit-validation",))
+DCGM = Operand("dcgm", "nvidia-dcgm", "dcgm", True, DEPLOY_PREFIX + "dcgm", ("toolkit-validation",))
+MIG_MANAGER = Operand("mig-manager", "nvidia-mig-manager", "migManager", True, DEPLOY_PREFIX + "mig-manager",
+                      ("toolkit-validation",), mig_only=True)
+NODE_STATUS_EXPORTER = Operand("node-status-exporter", "nvidia-node-status-exporter", "nodeStatusExporter", False,
+                               DEPLOY_PREFIX + "node-status-exporter")
+
+# Operands of the default `container` workload config, in the operator's reconcile order.
+OPERANDS: tuple[Operand, ...] = (
+    DRIVER, TOOLKIT, VALIDATOR, DEVICE_PLUGIN, DCGM, DCGM_EXPORTER, GFD, MIG_MANAGER, NODE_STATUS_EXPORTER,
+)
+BY_KEY = {o.key: o for o in OPERANDS}
+BY_DAEMONSET = {o.daemonset: o for o in OPERANDS}
+
+# Deploy labels every GPU node carries in the `container` workload config (the field note's 8),
+# plus `client` from v26.7 and `mig-manager` on MIG-capable nodes.
+BASE_DEPLOY_LABELS = tuple(DEPLOY_PREFIX + k for k in (
+    "driver", "gpu-feature-discovery", "container-toolkit", "device-plugin", "dcgm", "dcgm-exporter",
+    "node-status-exporter", "operator-validator",
+))
+CLIENT_DEPLOY_LABEL = DEPLOY_PREFIX + "client"
+MIG_DEPLOY_LABEL = DEPLOY_PREFIX + "mig-manager"
+
+# Driver pods of every flavour (ClusterPolicy, precompiled, OpenShift DTK, NVIDIADriver CR) carry this.
+DRIVER_COMPONENT_LABEL = ("app.kubernetes.io/component", "nvidia-driver")
+OPERATOR_POD_LABEL = ("app", "gpu-operator")
+OPERATOR_DEPLOYMENT = "gpu-operator"
+CUDA_VALIDATOR_APP = "nvidia-cuda-validator"
+CLUSTERPOLICY_CRD = "clusterpolicies.nvidia.com"
+NVIDIADRIVER_CRD = "nvidiadrivers.nvidia.com"
+
+# Validator init containers that exist only on some versions (v24.9–v25.10); allowed, never required.
+VALIDATOR_OPTIONAL_INITS = ("nvidia-fs-validation", "gdrcopy-validation")
+VALIDATOR_CHAIN = VALIDATOR.init_containers
+
+
+def parse_version(tag: str) -> tuple[int, int, int]:
+    """'v26.3.3' -> (26, 3, 3); unknown or 'main-latest' -> a very new version (newest behaviour)."""
+    t = tag.lstrip("v").split("-")[0]
+    parts = t.split(".")
+    try:
+        nums = [int(p) for p in parts[:3]]
+    except ValueError:
+        return (99, 0, 0)
+    while len(nums) < 3:
+        nums.append(0)
+    return (nums[0], nums[1], nums[2])
+
+
+def operand_enabled(operand: Operand, spec: dict) -> bool:
+    """Whether the ClusterPolicy spec enables an operand (driver: unless the NVIDIADriver CRD manages it)."""
+    if operand.spec_field is None:
+        return True
+    section = spec.get(operand.spec_field) or {}
+    enabled = section.get("enabled")
+    on = operand.default_enabled if enabled is None else bool(enabled)
+    if operand is DRIVER and section.get("useNvidiaDriverCRD"):
+        return False
+    return on
+
+
+def expected_deploy_labels(operator_version: str, mig_capable: bool) -> tuple[str, ...]:
+    labels = list(BASE_DEPLOY_LABELS)
+    if parse_version(operator_version) >= (26, 7, 0):
+        labels.append(CLIENT_DEPLOY_LABEL)
+    if mig_capable:
+        labels.append(MIG_DEPLOY_LABEL)
+    return tuple(labels)

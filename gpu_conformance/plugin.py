@@ -1,0 +1,293 @@
+"""The pytest plugin: `pytest --cluster[=TARGET]` runs tests_conformance/ against a cluster.
+
+Every check is one test item whose id carries the check id. A check fails where it is a node's root
+cause, is skipped as "blocked by <layer>: <reason>" where an earlier layer already broke, and passes
+otherwise. Reports are written when the session ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_conformance.errors import ConformanceError, UsageError
+from gpu_conformance.model import LAYER_ORDER, Layer, Status
+from gpu_conformance.settings import Settings, load_config_file
+
+TARGETS = ("current", "sim")
+CONFORMANCE_MARK = "conformance"
+HOW_TO_RUN = ("conformance checks need a cluster: run `pytest --cluster` (current kubeconfig context) "
+              "or `pytest --cluster=sim` (built-in simulated GPU cluster)")
+_RUN_KEY = pytest.StashKey["ConformanceRun | None"]()
+_ERROR_KEY = pytest.StashKey["ConformanceError | None"]()
+
+# option name -> Settings field
+OPTIONS = {
+    "kubeconfig": "kubeconfig", "context": "context", "operator_namespace": "operator_namespace",
+    "gpu_node_selector": "gpu_node_selector", "expect_driver": "expect_driver", "expect_cdi": "expect_cdi",
+    "probe_image": "probe_image", "probe_timeout": "probe_timeout", "no_probe": "no_probe",
+    "report_dir": "report_dir", "baseline": "baseline",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("gpu-conformance", "GPU Operator conformance")
+    g.addoption("--cluster", nargs="?", const="current", default=None, metavar="TARGET",
+                help="run the conformance checks; TARGET: current (kubeconfig context, default) or sim "
+                     "(built-in simulated GPU cluster). Use --cluster=TARGET before test paths.")
+    g.addoption("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
+                                                    "in-cluster)")
+    g.addoption("--context", default=None, help="kubeconfig context (default: current-context)")
+    g.addoption("--operator-namespace", default=None,
+                help="GPU Operator namespace (default: discovered from the app=gpu-operator pod)")
+    g.addoption("--gpu-node-selector", default=None, help="label selector limiting which GPU nodes are judged")
+    g.addoption("--expect-driver", default=None, help="auto|operator|host (default auto)")
+    g.addoption("--expect-cdi", default=None, help="auto|yes|no (default auto: as the ClusterPolicy says)")
+    g.addoption("--probe-image", default=None, help="image of the probe pod (needs nvidia-smi via the driver)")
+    g.addoption("--probe-timeout", default=None, help="seconds to wait for the probe (default 300)")
+    g.addoption("--no-probe", action="store_true", default=None, help="strictly read-only: create no probe pod")
+    g.addoption("--report-dir", default=None, help="where reports go (default reports/)")
+    g.addoption("--conformance-config", default=None, help="YAML file with the options above; the command "
+                                                           "line wins")
+    g.addoption("--baseline", default=None, help="a previous conformance.json to compare this run with")
+    g.addoption("--sim-profile", default="default", help="profile of --cluster=sim (gpu-conformance sim profiles)")
+    g.addoption("--sim-gpu-nodes", default=3, type=int, help="GPU nodes of --cluster=sim")
+    g.addoption("--sim-cpu-nodes", default=1, type=int, help="CPU-only nodes of --cluster=sim")
+    g.addoption("--sim-fault", action="append", default=[], help="fault to inject into --cluster=sim (repeatable)")
+
+
+def settings_from_config(config: pytest.Config) -> Settings:
+    values: dict[str, Any] = {}
+    cfg_file = config.getoption("conformance_config")
+    if cfg_file:
+        values.update(load_config_file(cfg_file))
+    for opt, fld in OPTIONS.items():
+        v = config.getoption(opt)
+        if v is not None:
+            values[fld] = v
+    s = Settings(**values)
+    s.extra = {"sim_profile": config.getoption("sim_profile"), "sim_gpu_nodes": config.getoption("sim_gpu_nodes"),
+               "sim_cpu_nodes": config.getoption("sim_cpu_nodes"), "sim_faults": config.getoption("sim_fault")}
+    return s.validate()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{CONFORMANCE_MARK}: a conformance check (needs --cluster)")
+    for layer in LAYER_ORDER:
+        config.addinivalue_line("markers", f"{layer}: conformance layer {layer}")
+    config.stash[_RUN_KEY] = None
+    config.stash[_ERROR_KEY] = None
+    target = config.getoption("cluster")
+    if target is None:
+        return
+    if target not in TARGETS:
+        if os.path.exists(target):
+            raise pytest.UsageError(f"--cluster took {target!r} as its target; write --cluster=current "
+                                    f"(or put test paths before --cluster)")
+        raise pytest.UsageError(f"--cluster: unknown target {target!r} (known: {', '.join(TARGETS)})")
+    try:
+        settings = settings_from_config(config)
+    except UsageError as e:
+        raise pytest.UsageError(str(e)) from None
+    config._gpu_settings = settings  # type: ignore[attr-defined]
+    report_dir = Path(settings.report_dir)
+    # Every run writes all machine formats next to our own report unless the user chose otherwise.
+    if getattr(config.option, "xmlpath", None) is None:
+        config.option.xmlpath = str(report_dir / "junit.xml")
+    if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
+        config.option.htmlpath = str(report_dir / "pytest.html")
+        config.option.self_contained_html = True
+    if hasattr(config.option, "allure_report_dir") and not config.option.allure_report_dir:
+        config.option.allure_report_dir = str(report_dir / "allure-results")
+
+
+def _is_conformance(item: pytest.Item) -> bool:
+    return item.get_closest_marker(CONFORMANCE_MARK) is not None
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("cluster") is None:
+        skip = pytest.mark.skip(reason=HOW_TO_RUN)
+        for item in items:
+            if _is_conformance(item):
+                item.add_marker(skip)
+        return
+    explicit = any(not a.startswith("-") for a in config.invocation_params.args if a != config.getoption("cluster"))
+    if not explicit:
+        keep = [i for i in items if _is_conformance(i)]
+        dropped = [i for i in items if not _is_conformance(i)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Read the cluster once, before the first check, so bad input ends the run with one line."""
+    config = session.config
+    if config.getoption("cluster") is None or config.option.collectonly:
+        return
+    items = [i for i in session.items if _is_conformance(i)]
+    if not items:
+        return
+    from gpu_conformance.session import ConformanceRun
+
+    run = ConformanceRun(config._gpu_settings, config.getoption("cluster"))  # type: ignore[attr-defined]
+    run.layers_selected = [layer for layer in LAYER_ORDER
+                           if any(i.get_closest_marker(str(layer)) for i in items)]
+    config.stash[_RUN_KEY] = run
+    try:
+        run.start()
+    except ConformanceError as e:
+        run.close()
+        config.stash[_RUN_KEY] = None
+        config.stash[_ERROR_KEY] = e
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr:
+            tr.write_line("")
+            tr.write_line(f"gpu-conformance: {e}", red=True, bold=True)
+        session.shouldstop = str(e)
+        raise pytest.exit(str(e), returncode=e.exit_code) from None
+
+
+@pytest.fixture(scope="session")
+def conformance(request: pytest.FixtureRequest):
+    run = request.config.stash.get(_RUN_KEY, None)
+    if run is None:
+        pytest.skip(HOW_TO_RUN)
+    return CheckAsserter(run)
+
+
+class CheckAsserter:
+    """What a test in tests_conformance/ calls: turn a check's outcome into pass / fail / skip."""
+
+    def __init__(self, run) -> None:
+        self.run = run
+
+    def check(self, check_id: str, request: pytest.FixtureRequest | None = None) -> None:
+        outcome = self.run.outcome(check_id)
+        c = outcome.check
+        evidence = [f.to_dict() for f in outcome.findings]
+        _attach(request, c, outcome, evidence)
+        if outcome.status == Status.FAIL:
+            lines = [f"{c.id} {c.title}: FAILED"]
+            for f in outcome.findings:
+                if f.status == Status.FAIL and (f.node in outcome.failing_nodes or
+                                                (f.node is None and "<cluster>" in outcome.failing_nodes)):
+                    where = f.node or "cluster"
+                    lines.append(f"  [{where}] {f.message}")
+            first = next((f for f in outcome.findings if f.status == Status.FAIL), None)
+            if first:
+                lines.append(f"  hint: {first.hint}")
+                lines.append(f"  see:  {first.kubectl}")
+            if outcome.blocked_nodes:
+                lines.append(f"  (also failing on {len(outcome.blocked_nodes)} node(s) blocked by earlier layers)")
+            pytest.fail("\n".join(lines), pytrace=False)
+        if outcome.status == Status.BLOCKED:
+            pytest.skip(f"{c.id}: {outcome.reason}")
+        if outcome.status == Status.NA:
+            pytest.skip(f"{c.id}: not applicable: {outcome.reason}")
+        if outcome.status == Status.WARN:
+            warns = [f"[{f.node or 'cluster'}] {f.message}" for f in outcome.findings if f.status == Status.WARN]
+            import warnings
+
+            warnings.warn(f"{c.id}: " + "; ".join(warns[:5]), ConformanceWarning, stacklevel=2)
+
+
+class ConformanceWarning(UserWarning):
+    """Something a person should know that does not break GPU access (opt-outs, transient upgrades)."""
+
+
+def _attach(request: pytest.FixtureRequest | None, check, outcome, evidence: list[dict]) -> None:
+    """Evidence for pytest-html (extras) and allure (labels, attachments)."""
+    from gpu_conformance.report.redact import redact
+
+    safe = redact(evidence)
+    if request is not None:
+        request.node.user_properties.append(("check_id", check.id))
+        request.node.stash[_EVIDENCE_KEY] = safe
+    try:
+        import allure
+
+        allure.dynamic.label("layer", str(check.layer))
+        allure.dynamic.tag(check.id)
+        allure.dynamic.title(f"{check.id} {check.title}")
+        allure.dynamic.description(check.hint)
+        for node in sorted({f["node"] for f in safe if f.get("node")})[:50]:
+            allure.dynamic.label("node", node)
+        with allure.step(f"layer {check.layer}: {check.id} → {outcome.status}"):
+            allure.attach(json.dumps(safe, indent=2, default=str), name=f"{check.id} evidence",
+                          attachment_type=allure.attachment_type.JSON)
+    except Exception:  # noqa: BLE001 — allure is optional at run time; evidence also goes to other reports
+        pass
+
+
+_EVIDENCE_KEY = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    outcome = yield
+    report = outcome.get_result()
+    evidence = item.stash.get(_EVIDENCE_KEY, None)
+    if evidence is None or report.when != "call":
+        return
+    try:
+        from pytest_html import extras
+
+        report.extras = [*getattr(report, "extras", []), extras.json(evidence, name="evidence")]
+    except ImportError:
+        pass
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    run = session.config.stash.get(_RUN_KEY, None)
+    if run is None:
+        return
+    try:
+        if run.snapshot is not None:
+            session.config._gpu_reports = run.write_reports()  # type: ignore[attr-defined]
+            session.config._gpu_result = run.result()  # type: ignore[attr-defined]
+    finally:
+        run.close()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    result = getattr(config, "_gpu_result", None)
+    if result is None:
+        return
+    from gpu_conformance.report.terminal import summary_lines
+
+    terminalreporter.section("GPU Operator conformance")
+    for line in summary_lines(result):
+        terminalreporter.write_line(line)
+    reports = getattr(config, "_gpu_reports", {})
+    baseline = config._gpu_settings.baseline  # type: ignore[attr-defined]
+    if baseline:
+        from gpu_conformance.report.diff import diff_runs, format_diff
+        from gpu_conformance.report.json_report import load_json
+
+        try:
+            old = load_json(baseline)
+            terminalreporter.write_line(f"changes since {baseline}:")
+            terminalreporter.write_line(format_diff(diff_runs(old, result.to_json_dict())))
+        except (OSError, ValueError) as e:
+            terminalreporter.write_line(f"baseline {baseline} unreadable: {e}", red=True)
+    if "html" in reports:
+        terminalreporter.write_line(f"report: {reports['html']}", bold=True)
+    _ = sys  # stdout stays pytest's
+
+
+def layer_params(layer: Layer) -> list[Any]:
+    """Parameters for a layer's test function: one per check id, marked with the layer."""
+    from gpu_conformance import catalogue
+
+    return [pytest.param(c.id, id=c.id, marks=[getattr(pytest.mark, str(layer)),
+                                                getattr(pytest.mark, CONFORMANCE_MARK)])
+            for c in catalogue.checks_for(layer)]

@@ -1,0 +1,76 @@
+"""Everything one run learned, in one object that every reporter reads (JSON, HTML, terminal, diff)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_conformance.model import LAYER_ORDER, Check, Finding
+from gpu_conformance.verdict import Verdict
+
+SCHEMA_VERSION = "1"
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    started_at: str  # ISO 8601, UTC
+    duration_seconds: float
+    # server, context, kubernetes_version, requests (API calls of the snapshot), read_seconds
+    cluster: dict[str, Any]
+    # namespace, version (operator image tag), image, policy: {driver, toolkit, cdi, nri, mig_strategy, ...}
+    operator: dict[str, Any]
+    # node -> "operator" | "host" | "pre-installed" | "nvidiadriver-cr" | "unknown"
+    driver_config: dict[str, str]
+    checks: list[Check]
+    findings: list[Finding]
+    verdict: Verdict
+    # pods: [{name, node, phase, output, events, logs, gpus_seen, cdi}], skipped: reason or ""
+    probe: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """conformance.json (schema version 1; documented in the README)."""
+        v = self.verdict
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "duration_seconds": round(self.duration_seconds, 3),
+            "verdict": v.overall,
+            "cluster": self.cluster,
+            "operator": self.operator,
+            "driver_config": self.driver_config,
+            "cluster_blocker": v.cluster_blocker.to_dict() if v.cluster_blocker else None,
+            "layers": [str(layer) for layer in LAYER_ORDER],
+            "layers_run": [str(layer) for layer in v.layers_run],
+            "summary": {str(layer): counts for layer, counts in v.layer_counts().items()},
+            "checks": [
+                {
+                    "id": c.id,
+                    "layer": str(c.layer),
+                    "title": c.title,
+                    "status": str(v.outcomes[c.id].status) if c.id in v.outcomes else "n/a",
+                    "reason": v.outcomes[c.id].reason if c.id in v.outcomes else "",
+                    "nodes": sorted({f.node for f in self.findings if f.check_id == c.id and f.node
+                                     and str(f.status) == "fail"}),
+                    "failing_nodes": v.outcomes[c.id].failing_nodes if c.id in v.outcomes else [],
+                    "blocked_nodes": v.outcomes[c.id].blocked_nodes if c.id in v.outcomes else [],
+                    "hint": c.hint,
+                    "kubectl": c.render_kubectl(self.operator.get("namespace") or "gpu-operator", None),
+                    "findings": [f.to_dict() for f in self.findings if f.check_id == c.id],
+                }
+                for c in self.checks
+            ],
+            "nodes": [
+                {
+                    "name": n.node,
+                    "layers": {str(layer): str(s) for layer, s in n.layers.items()},
+                    "root_cause": n.root_cause.to_dict() if n.root_cause else None,
+                    "driver_config": self.driver_config.get(n.node, "unknown"),
+                }
+                for n in v.nodes
+            ],
+            "probe": self.probe,
+            "settings": self.settings,
+        }

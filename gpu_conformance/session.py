@@ -1,0 +1,165 @@
+"""One conformance run: connect (or boot the simulated cluster), read once, check, probe, report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from gpu_conformance import catalogue
+from gpu_conformance.checks.common import operator_image, operator_version
+from gpu_conformance.cluster.connect import Connection, connect
+from gpu_conformance.cluster.reader import read_snapshot
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.errors import OperatorNotInstalled
+from gpu_conformance.model import LAYER_ORDER, Finding, Layer, Status
+from gpu_conformance.operands import CLUSTERPOLICY_CRD, DRIVER, DRIVER_COMPONENT_LABEL
+from gpu_conformance.probe import Probe, ProbeRun
+from gpu_conformance.run_result import RunResult
+from gpu_conformance.settings import Settings
+from gpu_conformance.verdict import CheckOutcome, Verdict, decide
+
+POLICY_SWITCHES = {
+    "driver": ("driver", "enabled"), "driver CRD": ("driver", "useNvidiaDriverCRD"),
+    "toolkit": ("toolkit", "enabled"), "device plugin": ("devicePlugin", "enabled"), "GFD": ("gfd", "enabled"),
+    "DCGM exporter": ("dcgmExporter", "enabled"), "DCGM": ("dcgm", "enabled"),
+    "MIG manager": ("migManager", "enabled"), "MIG strategy": ("mig", "strategy"),
+    "CDI": ("cdi", "enabled"), "CDI NRI plugin": ("cdi", "nriPluginEnabled"),
+    "sandbox workloads": ("sandboxWorkloads", "enabled"),
+}
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def driver_config(snap: ClusterSnapshot) -> dict[str, str]:
+    """How each GPU node gets its driver, as the report states it."""
+    key, value = DRIVER_COMPONENT_LABEL
+    driver_pod_nodes = {p.get("spec", {}).get("nodeName") for p in snap.pods if labels_of(p).get(key) == value}
+    use_crd = bool(snap.policy_spec("driver", "useNvidiaDriverCRD"))
+    enabled = snap.policy_spec("driver", "enabled")
+    out = {}
+    for node in snap.gpu_nodes:
+        n = name_of(node)
+        if labels_of(node).get(DRIVER.deploy_label) == "pre-installed":
+            out[n] = "pre-installed"
+        elif enabled is False:
+            out[n] = "host"
+        elif n in driver_pod_nodes:
+            out[n] = "nvidiadriver-cr" if use_crd else "operator"
+        else:
+            out[n] = "unknown"
+    return out
+
+
+class ConformanceRun:
+    def __init__(self, settings: Settings, target: str = "current") -> None:
+        self.settings = settings
+        self.target = target
+        self.started_at = dt.datetime.now(dt.UTC)
+        self._t0 = time.monotonic()
+        if not settings.run_id:
+            settings.run_id = new_run_id()
+        self.sim: Any = None
+        self.conn: Connection | None = None
+        self.snapshot: ClusterSnapshot | None = None
+        self.findings: list[Finding] = []
+        self.probe_run: ProbeRun | None = None
+        self._verdict: Verdict | None = None
+        self.layers_selected: list[Layer] = list(LAYER_ORDER)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.target == "sim":
+            from gpu_conformance.sim.session import boot_sim
+
+            self.sim = boot_sim(self.settings)
+            self.settings.kubeconfig = str(self.sim.kubeconfig)
+            self.settings.context = None
+        self.conn = connect(self.settings.kubeconfig, self.settings.context)
+        snap = read_snapshot(self.conn, self.settings.operator_namespace, self.settings.gpu_node_selector)
+        if CLUSTERPOLICY_CRD not in snap.crds and not snap.operator_pods and not snap.clusterpolicies:
+            raise OperatorNotInstalled(
+                f"the NVIDIA GPU Operator is not installed on {snap.server} (no {CLUSTERPOLICY_CRD} CRD, no pod "
+                "labelled app=gpu-operator): install it first (helm install gpu-operator nvidia/gpu-operator)")
+        if not self.settings.operator_namespace:
+            self.settings.operator_namespace = snap.operator_namespace or None
+        self.snapshot = snap
+        for check in catalogue.all_checks():
+            if check.func is not None:
+                self.findings.extend(check.run(snap, self.settings))
+
+    def close(self) -> None:
+        if self.conn:
+            self.conn.close()
+        if self.sim is not None:
+            self.sim.stop()
+            self.sim = None
+
+    # ---- outcomes --------------------------------------------------------------------------
+    def verdict(self) -> Verdict:
+        assert self.snapshot is not None
+        if self._verdict is None:
+            layers = [layer for layer in self.layers_selected
+                      if layer != Layer.PROBE or (self.probe_run is not None and not self.settings.no_probe)]
+            self._verdict = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names, layers)
+        return self._verdict
+
+    def outcome(self, check_id: str) -> CheckOutcome:
+        check = catalogue.get(check_id)
+        if check.layer == Layer.PROBE and self.probe_run is None:
+            self.run_probe()
+        return self.verdict().outcomes[check_id]
+
+    def run_probe(self) -> ProbeRun:
+        assert self.snapshot is not None and self.conn is not None
+        if self.settings.no_probe:
+            self.probe_run = ProbeRun(skipped="probe disabled (--no-probe): strictly read-only run")
+            for c in catalogue.checks_for(Layer.PROBE):
+                self.findings.append(Finding(c.id, Status.NA, self.probe_run.skipped))
+            self._verdict = None
+            return self.probe_run
+        pre = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names,
+                     [layer for layer in LAYER_ORDER if layer != Layer.PROBE])
+        healthy = [n.node for n in pre.nodes if n.root_cause is None]
+        self.probe_run = Probe(self.conn, self.settings, self.snapshot).run(healthy)
+        self.findings.extend(self.probe_run.findings)
+        self._verdict = None
+        return self.probe_run
+
+    # ---- the result ------------------------------------------------------------------------
+    def result(self) -> RunResult:
+        assert self.snapshot is not None
+        snap = self.snapshot
+        policy = {label: snap.policy_spec(*path) for label, path in POLICY_SWITCHES.items()}
+        settings = {k: v for k, v in asdict(self.settings).items() if k != "extra"}
+        return RunResult(
+            run_id=self.settings.run_id,
+            started_at=self.started_at.isoformat(timespec="seconds"),
+            duration_seconds=time.monotonic() - self._t0,
+            cluster={"server": snap.server, "context": snap.context, "kubernetes_version": snap.kubernetes_version,
+                     "requests": snap.requests, "read_seconds": round(snap.read_seconds, 3),
+                     "nodes": len(snap.nodes), "gpu_nodes": len(snap.gpu_nodes), "target": self.target},
+            operator={"namespace": snap.operator_namespace, "version": operator_version(snap),
+                      "image": operator_image(snap), "policy": policy,
+                      "clusterpolicy": name_of(snap.active_clusterpolicy or {})},
+            driver_config=driver_config(snap),
+            checks=catalogue.all_checks(),
+            findings=self.findings,
+            verdict=self.verdict(),
+            probe=self.probe_run.to_dict() if self.probe_run else {"skipped": "probe layer not run", "pods": []},
+            settings=settings,
+        )
+
+    def write_reports(self) -> dict[str, Path]:
+        from gpu_conformance.report.html import write_html
+        from gpu_conformance.report.json_report import write_json
+
+        report_dir = Path(self.settings.report_dir)
+        report_dir.mkdir(parents=True, exist_ok=True)
+        result = self.result()
+        return {"json": write_json(result, report_dir), "html": write_html(result, report_dir)}

@@ -1,0 +1,253 @@
+"""Build (once) and locate the simulated cluster's binaries.
+
+The control plane is built from Go modules because nothing else reachable from the project's machines
+ships kube-apiserver: <repo>/gobuild wraps Kubernetes + etcd, <repo>/gobuild/kwok wraps kwok. Binaries
+land in a versioned cache directory, so a version bump builds into a fresh directory and never mixes.
+
+    python -m gpu_conformance.sim.binaries     # build if needed, print the bin dir
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_conformance.errors import ConformanceError
+
+K8S_VERSION = "v1.36.3"
+ETCD_VERSION = "v3.6.8"
+KWOK_VERSION = "v0.8.0"
+MIN_GO = (1, 26)
+
+BIN_DIR_ENV = "GPU_CONFORMANCE_BIN_DIR"
+CACHE_NAME = "gpu-operator-conformance"
+BIN_DIR_NAME = f"k8s-{K8S_VERSION}-etcd-{ETCD_VERSION}-kwok-{KWOK_VERSION}"
+
+_K8S_MAJOR, _K8S_MINOR = K8S_VERSION.lstrip("v").split(".")[:2]
+# Stamp k8s.io/component-base/version, otherwise the binaries report v0.0.0-master and clients'
+# version-skew logic (and `kubectl version`) would see a nonsense server version.
+_K8S_LDFLAGS = " ".join([
+    "-s -w",
+    f"-X k8s.io/component-base/version.gitVersion={K8S_VERSION}",
+    f"-X k8s.io/component-base/version.gitMajor={_K8S_MAJOR}",
+    f"-X k8s.io/component-base/version.gitMinor={_K8S_MINOR}",
+    "-X k8s.io/component-base/version.gitTreeState=clean",
+    "-X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z",
+])
+
+GO_HINT = f"install Go >= {MIN_GO[0]}.{MIN_GO[1]} (https://go.dev/dl) or set {BIN_DIR_ENV}"
+
+
+class BinariesError(ConformanceError):
+    """The simulated cluster's binaries are missing and cannot be built."""
+
+
+class GoNotFoundError(BinariesError):
+    """No usable Go toolchain and no prebuilt binaries: callers such as tests may skip on this one."""
+
+
+@dataclass(frozen=True)
+class Binary:
+    name: str
+    package: str
+    module_subdir: str            # "" = <repo>/gobuild, "kwok" = <repo>/gobuild/kwok
+    ldflags: str
+    version_args: tuple[str, ...]
+    version_text: str             # must appear in the output of version_args
+
+
+BINARIES: tuple[Binary, ...] = (
+    Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", "", _K8S_LDFLAGS,
+           ("--version",), f"Kubernetes {K8S_VERSION}"),
+    Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", "", _K8S_LDFLAGS,
+           ("--version",), f"Kubernetes {K8S_VERSION}"),
+    Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", "", _K8S_LDFLAGS,
+           ("--version",), f"Kubernetes {K8S_VERSION}"),
+    Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl", "", _K8S_LDFLAGS,
+           ("version", "--client"), f"Client Version: {K8S_VERSION}"),
+    Binary("etcd", "go.etcd.io/etcd/server/v3", "", "-s -w",
+           ("--version",), f"etcd Version: {ETCD_VERSION.lstrip('v')}"),
+    Binary("kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok", "-s -w",
+           ("--version",), f"kwok version {KWOK_VERSION}"),
+)
+BINARY_NAMES: tuple[str, ...] = tuple(b.name for b in BINARIES)
+
+# Cold figures measured on a 2-core machine with an empty GOCACHE; shown so nobody kills a slow build.
+_COLD_MINUTES = {"": 6, "kwok": 2}
+
+
+def cache_bin_dir() -> Path:
+    """The versioned cache directory (honours XDG_CACHE_HOME)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / CACHE_NAME / "bin" / BIN_DIR_NAME
+
+
+def repo_root() -> Path:
+    # The package lives at <repo>/gpu_conformance/sim/binaries.py.
+    return Path(__file__).resolve().parents[2]
+
+
+def gobuild_dir() -> Path:
+    path = repo_root() / "gobuild"
+    if not (path / "go.mod").is_file() or not (path / "kwok" / "go.mod").is_file():
+        raise BinariesError(f"{path}/go.mod (and kwok/go.mod) not found: the simulated cluster is built from "
+                            f"a source checkout of this repository; set {BIN_DIR_ENV} to prebuilt binaries")
+    return path
+
+
+def _answers_version(path: Path, binary: Binary) -> bool:
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return False
+    try:
+        out = subprocess.run([str(path), *binary.version_args], capture_output=True, text=True,
+                             timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and binary.version_text in (out.stdout + out.stderr)
+
+
+def missing_binaries(bin_dir: Path) -> list[Binary]:
+    """Binaries in bin_dir that are absent or do not report the pinned version."""
+    return [b for b in BINARIES if not _answers_version(bin_dir / b.name, b)]
+
+
+def _check_prebuilt(bin_dir: Path) -> Path:
+    absent = [n for n in BINARY_NAMES if not os.access(bin_dir / n, os.X_OK)]
+    if absent:
+        raise BinariesError(f"{BIN_DIR_ENV}={bin_dir} lacks executable {', '.join(absent)} "
+                            f"(needs {', '.join(BINARY_NAMES)})")
+    return bin_dir
+
+
+def binaries_available() -> bool:
+    """True when ensure_binaries() would not need to build (env dir complete, or cache complete)."""
+    env_dir = os.environ.get(BIN_DIR_ENV)
+    if env_dir:
+        return all(os.access(Path(env_dir) / n, os.X_OK) for n in BINARY_NAMES)
+    return not missing_binaries(cache_bin_dir())
+
+
+def _go_executable() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise GoNotFoundError(f"the simulated cluster's binaries are not built and `go` is not on PATH: "
+                              f"{GO_HINT} to a directory with {', '.join(BINARY_NAMES)}")
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False,
+                         env=_go_env())
+    match = re.match(r"go(\d+)\.(\d+)", out.stdout.strip())
+    if out.returncode != 0 or match is None or (int(match[1]), int(match[2])) < MIN_GO:
+        found = out.stdout.strip() or out.stderr.strip() or "unknown version"
+        raise GoNotFoundError(f"{go} is {found}, too old to build the simulated cluster: {GO_HINT} "
+                              f"to a directory with {', '.join(BINARY_NAMES)}")
+    return go
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["CGO_ENABLED"] = "0"
+    # Never let `go` fetch a newer toolchain behind our back: the version check above is the contract.
+    env["GOTOOLCHAIN"] = "local"
+    return env
+
+
+@contextlib.contextmanager
+def _build_lock(bin_dir: Path) -> Iterator[None]:
+    # Two test sessions starting at once must not both spend minutes building the same files.
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    with open(bin_dir / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _run_build(go: str, cwd: Path, ldflags: str, out: Path, packages: Sequence[str], log_path: Path) -> None:
+    cmd = [go, "build", "-trimpath", "-ldflags", ldflags, "-o", f"{out}/" if len(packages) > 1 else str(out),
+           *packages]
+    with open(log_path, "a") as log:
+        log.write(f"\n$ (cd {cwd} && {' '.join(cmd)})\n")
+        log.flush()
+        proc = subprocess.run(cmd, cwd=cwd, env=_go_env(), stdout=log, stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        tail = ""
+        with contextlib.suppress(OSError):
+            lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+            tail = f" (last line: {lines[-1].strip()[:200]})" if lines else ""
+        raise BinariesError(f"`go build` of {', '.join(p.rsplit('/', 1)[-1] for p in packages)} failed with "
+                            f"exit code {proc.returncode}; see {log_path}{tail}; {GO_HINT} to prebuilt binaries")
+
+
+def _build(go: str, gobuild: Path, missing: list[Binary], bin_dir: Path) -> None:
+    log_path = bin_dir / "build.log"
+    log_path.write_text(f"# {time.strftime('%Y-%m-%dT%H:%M:%S%z')} building {BIN_DIR_NAME}\n")
+    # Group by wrapper module and linker flags: one `go build` for the Kubernetes commands shares
+    # the compile of their common packages.
+    groups: dict[tuple[str, str], list[Binary]] = {}
+    for binary in missing:
+        groups.setdefault((binary.module_subdir, binary.ldflags), []).append(binary)
+    for (subdir, ldflags), group in groups.items():
+        names = ", ".join(b.name for b in group)
+        minutes = _COLD_MINUTES.get(subdir, 2)
+        print(f"building {names} ... (first build takes ~{minutes} min; log: {log_path})",
+              file=sys.stderr, flush=True)
+        started = time.monotonic()
+        # A temp dir inside bin_dir keeps the final rename on one filesystem, hence atomic: an
+        # interrupted build leaves a stray .build-* dir, never a half-written binary under its real name.
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=bin_dir) as tmp:
+            tmp_dir = Path(tmp)
+            if len(group) == 1:
+                _run_build(go, gobuild / subdir, ldflags, tmp_dir / group[0].name, [group[0].package], log_path)
+            else:
+                _run_build(go, gobuild / subdir, ldflags, tmp_dir, [b.package for b in group], log_path)
+            for binary in group:
+                built = tmp_dir / binary.name
+                if not _answers_version(built, binary):
+                    raise BinariesError(f"built {binary.name} does not report {binary.version_text!r}; "
+                                        f"see {log_path}")
+                os.replace(built, bin_dir / binary.name)
+        print(f"built {names} in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+
+def ensure_binaries() -> Path:
+    """Return a directory holding every binary, building into the cache if needed (idempotent)."""
+    env_dir = os.environ.get(BIN_DIR_ENV)
+    if env_dir:
+        return _check_prebuilt(Path(env_dir).expanduser().resolve())
+    bin_dir = cache_bin_dir()
+    if not missing_binaries(bin_dir):
+        return bin_dir
+    # Fail on a missing toolchain or checkout before creating anything in the cache.
+    go = _go_executable()
+    gobuild = gobuild_dir()
+    with _build_lock(bin_dir):
+        # Re-check under the lock: another process may have finished the build while we waited.
+        missing = missing_binaries(bin_dir)
+        if missing:
+            _build(go, gobuild, missing, bin_dir)
+    return bin_dir
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    del argv  # no options: the versions are pinned in this module
+    try:
+        bin_dir = ensure_binaries()
+    except ConformanceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(bin_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

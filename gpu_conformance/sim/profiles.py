@@ -1,0 +1,291 @@
+"""Simulated GPU Operator installs: which operator version, which ClusterPolicy switches, which hardware.
+
+A Profile describes one cluster as a real admin would have set it up (Helm values + the GPU nodes'
+hardware and host driver). `install.py` turns a Profile into the objects a real install consists of;
+`reconcile.py` brings them up on kwok nodes. Versions and defaults come from
+shared/docs/gpu-operator-facts.md §0 (Helm defaults per operator tag); nothing here is invented
+except the hardware mix of each profile, which is a plausible cluster, not a measured one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from gpu_conformance.operands import parse_version
+
+
+@dataclass(frozen=True)
+class ComponentVersions:
+    """Helm default image tags of one GPU Operator release (facts §0 table)."""
+
+    operator: str
+    driver: str
+    driver_manager: str
+    toolkit: str
+    device_plugin: str  # also the GFD image (same k8s-device-plugin image since v0.15)
+    dcgm_exporter: str
+    dcgm: str
+    mig_manager: str
+    nfd: str  # NFD sub-chart version, also its image tag
+    # The validator image moved into the operator image in v25.10.
+    validator_repository: str
+    validator_image: str
+
+
+_NEW_VALIDATOR = ("nvcr.io/nvidia", "gpu-operator")
+
+COMPONENTS: dict[str, ComponentVersions] = {
+    "v25.3.4": ComponentVersions(
+        "v25.3.4", "580.82.07", "v0.8.1", "v1.17.8-ubuntu20.04", "v0.17.4", "4.3.1-4.4.0-ubuntu22.04",
+        "4.3.1-1-ubuntu22.04", "v0.12.3-ubuntu20.04", "v0.17.3",
+        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator"),
+    "v25.10.0": ComponentVersions(
+        "v25.10.0", "580.95.05", "v0.9.0", "v1.18.0", "v0.18.0", "4.4.1-4.6.0-distroless",
+        "4.4.1-2-ubuntu22.04", "v0.13.0", "v0.18.2", *_NEW_VALIDATOR),
+    "v25.10.1": ComponentVersions(
+        "v25.10.1", "580.105.08", "v0.9.1", "v1.18.1", "v0.18.1", "4.4.2-4.7.0-distroless",
+        "4.4.2-1-ubuntu22.04", "v0.13.1", "v0.18.2", *_NEW_VALIDATOR),
+    "v26.3.0": ComponentVersions(
+        "v26.3.0", "580.126.20", "v0.10.0", "v1.19.0", "v0.19.0", "4.5.1-4.8.0-distroless",
+        "4.5.2-1-ubuntu22.04", "v0.14.0", "0.18.3", *_NEW_VALIDATOR),
+    "v26.3.3": ComponentVersions(
+        "v26.3.3", "580.126.20", "v0.11.0", "v1.19.1", "v0.19.3", "4.5.3-4.8.2-distroless",
+        "4.5.2-1-ubuntu22.04", "v0.14.2", "0.18.3", *_NEW_VALIDATOR),
+    "v26.7.0": ComponentVersions(
+        "v26.7.0", "595.91.07", "v0.12.0", "v1.20.0", "v0.20.0", "4.6.0-4.8.3-distroless",
+        "4.6.0-1-ubuntu24.04", "v0.15.0", "0.19.0", *_NEW_VALIDATOR),
+}
+
+
+def cuda_version_for_driver(driver_version: str) -> str:
+    """CUDA version a driver branch reports (nvidia-smi 'CUDA Version', GFD cuda.runtime-version).
+
+    R570 = 12.8 and R580 = 13.0 are published pairs; R595 = 13.2 is an assumption (not in the facts).
+    """
+    branch = int(driver_version.split(".")[0])
+    if branch >= 595:
+        return "13.2"
+    if branch >= 580:
+        return "13.0"
+    if branch >= 575:
+        return "12.9"
+    if branch >= 570:
+        return "12.8"
+    return "12.4"
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    """One MIG device type as NVML reports its attributes (GFD labels nvidia.com/mig-<name>.*)."""
+
+    name: str  # e.g. "1g.5gb"
+    memory_mb: int
+    multiprocessors: int
+    slices_gi: int
+    slices_ci: int
+    engines_copy: int
+    engines_decoder: int
+    engines_encoder: int = 0
+    engines_jpeg: int = 0
+    engines_ofa: int = 0
+
+
+# A100-SXM4-40GB profiles. Memory/SM figures are typical `nvidia-smi mig -lgip` values; approximate.
+A100_40GB_MIG = {
+    "1g.5gb": MigProfile("1g.5gb", 4864, 14, 1, 1, 1, 0),
+    "2g.10gb": MigProfile("2g.10gb", 9984, 28, 2, 2, 2, 1),
+    "3g.20gb": MigProfile("3g.20gb", 20096, 42, 3, 3, 3, 2),
+}
+
+
+@dataclass(frozen=True)
+class GpuHardware:
+    """The GPUs of one GPU node, as NVML would report them."""
+
+    product: str  # GFD label value (NVML name with spaces -> '-'), e.g. NVIDIA-A100-SXM4-40GB
+    name: str  # NVML / nvidia-smi name, e.g. "NVIDIA A100-SXM4-40GB"
+    count: int
+    memory_mib: int
+    family: str
+    compute_major: int
+    compute_minor: int
+    mig_capable: bool
+    machine: str  # nvidia.com/gpu.machine (sanitised DMI product name or cloud instance type)
+    # MIG devices per GPU when MIG is enabled on this node (mixed strategy): ((profile, n), ...).
+    mig_layout: tuple[tuple[str, int], ...] = ()
+    # mig-parted config the node is labelled with (nvidia.com/mig.config) when MIG is enabled.
+    mig_config: str = "all-disabled"
+
+    @property
+    def mig_enabled(self) -> bool:
+        return bool(self.mig_layout)
+
+
+H100 = GpuHardware("NVIDIA-H100-80GB-HBM3", "NVIDIA H100 80GB HBM3", 8, 81559, "hopper", 9, 0, True,
+                   "DGX-H100")
+A100 = GpuHardware("NVIDIA-A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", 8, 40960, "ampere", 8, 0, True,
+                   "DGX-A100")
+T4 = GpuHardware("Tesla-T4", "Tesla T4", 1, 15360, "turing", 7, 5, False, "g4dn.xlarge")
+T4X4 = replace(T4, count=4, machine="g4dn.12xlarge")
+# The A100 layout mig-parted's default config calls `all-balanced` (2x1g.5gb + 2g.10gb + 3g.20gb per GPU).
+A100_MIG_BALANCED = replace(A100, mig_layout=(("1g.5gb", 2), ("2g.10gb", 1), ("3g.20gb", 1)),
+                            mig_config="all-balanced")
+
+GPU_NAMES = {hw.product: hw.name for hw in (H100, A100, T4)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    operator_version: str = "v26.3.3"
+    # ClusterPolicy switches (Helm values). None = the Helm default of that operator version.
+    driver_enabled: bool = True
+    toolkit_enabled: bool = True
+    device_plugin_enabled: bool = True
+    gfd_enabled: bool = True
+    dcgm_exporter_enabled: bool = True
+    dcgm_enabled: bool = False  # Helm default false (the Go default would be true)
+    node_status_exporter_enabled: bool = False
+    mig_manager_enabled: bool = True
+    cdi_enabled: bool | None = None
+    nri_plugin_enabled: bool = False
+    mig_strategy: str = "single"
+    # devicePlugin.config: time-slicing replicas of nvidia.com/gpu (None = no config, no config-manager).
+    time_slicing_replicas: int | None = None
+    time_slicing_config_name: str = "time-slicing-config-all"
+    # Hardware of gpu-node-0, gpu-node-1, ...; the last entry repeats for further nodes.
+    gpu_hardware: tuple[GpuHardware, ...] = (H100,)
+    # A driver installed on the GPU nodes' host OS (not by the operator).
+    host_driver: bool = False
+    host_driver_version: str = ""
+    container_runtime: str = "containerd://2.2.1"
+    os_id: str = "ubuntu"
+    os_version_id: str = "22.04"
+    os_image: str = "Ubuntu 22.04.5 LTS"
+    kernel_version: str = "5.15.0-153-generic"
+    # What the profile's cluster legitimately lacks, for the report of expected n/a verdicts.
+    lacks: tuple[str, ...] = field(default_factory=tuple)
+
+    # ---- derived facts ------------------------------------------------------------------
+    @property
+    def components(self) -> ComponentVersions:
+        if self.operator_version in COMPONENTS:
+            return COMPONENTS[self.operator_version]
+        # Unknown tag: nearest known release not newer than it (image tags of that release).
+        v = parse_version(self.operator_version)
+        known = sorted(COMPONENTS, key=parse_version)
+        best = [k for k in known if parse_version(k) <= v] or known[:1]
+        return replace(COMPONENTS[best[-1]], operator=self.operator_version)
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        return parse_version(self.operator_version)
+
+    @property
+    def cdi(self) -> bool:
+        """cdi.enabled as installed: Helm default false before v25.10, true from v25.10."""
+        if self.cdi_enabled is not None:
+            return self.cdi_enabled
+        return self.version >= (25, 10, 0)
+
+    @property
+    def nri(self) -> bool:
+        # NRI mode needs CDI and the toolkit, and exists from v26.3.
+        return self.nri_plugin_enabled and self.cdi and self.toolkit_enabled and self.version >= (26, 3, 0)
+
+    @property
+    def driver_version(self) -> str:
+        """The driver the GPUs run: the host's if one is installed, else the operator's container."""
+        return self.host_driver_version if self.host_driver else self.components.driver
+
+    @property
+    def cuda_version(self) -> str:
+        return cuda_version_for_driver(self.driver_version)
+
+    @property
+    def driver_pre_installed(self) -> bool:
+        """driver.enabled left on with a host driver: k8s-driver-manager labels nodes pre-installed."""
+        return self.driver_enabled and self.host_driver
+
+    @property
+    def driver_pods_expected(self) -> bool:
+        return self.driver_enabled and not self.host_driver
+
+    def hardware_for(self, index: int) -> GpuHardware:
+        return self.gpu_hardware[min(index, len(self.gpu_hardware) - 1)]
+
+
+PROFILES: dict[str, Profile] = {}
+
+
+def _add(p: Profile) -> None:
+    PROFILES[p.name] = p
+
+
+_add(Profile(
+    "default",
+    "GPU Operator v26.3.3 with Helm defaults: operator-managed driver container, CDI on, H100 nodes. "
+    "Every layer passes.",
+    lacks=("nvidia-dcgm (dcgm.enabled=false, Helm default)",
+           "nvidia-node-status-exporter (disabled by default)",
+           "nvidia-device-plugin-mps-control-daemon pods (no node is nvidia.com/mps.capable)"),
+))
+_add(Profile(
+    "host-driver",
+    "The field note's cluster: v26.3.3, driver.enabled=false with the driver installed on the host, "
+    "MIG manager off, T4 nodes. No nvidia-driver-daemonset exists at all.",
+    driver_enabled=False, mig_manager_enabled=False, gpu_hardware=(T4,),
+    host_driver=True, host_driver_version="580.95.05",
+    lacks=("nvidia-driver-daemonset and driver pods: driver checks are n/a",
+           "nvidia-mig-manager (migManager.enabled=false; T4 is not MIG-capable anyway)"),
+))
+_add(Profile(
+    "preinstalled-driver",
+    "v26.3.3, driver.enabled left on but a host driver is present: k8s-driver-manager labelled the "
+    "nodes nvidia.com/gpu.deploy.driver=pre-installed, so the driver DaemonSet exists with 0 pods.",
+    gpu_hardware=(A100,), host_driver=True, host_driver_version="570.195.03",
+    lacks=("driver pods (DaemonSet nvidia-driver-daemonset has desiredNumberScheduled 0)",),
+))
+_add(Profile(
+    "v25.3-no-cdi",
+    "v25.3.4 with its Helm defaults: cdi.enabled=false, the toolkit makes `nvidia` containerd's "
+    "default runtime and the device plugin passes GPUs by envvar; validator has nvidia-fs-validation.",
+    operator_version="v25.3.4", gpu_hardware=(T4X4,),
+    lacks=("RuntimeClasses nvidia-cdi and nvidia-legacy (CDI off)",
+           "native CDI injection: workloads get GPUs through the nvidia default runtime"),
+))
+_add(Profile(
+    "mig-mixed",
+    "v26.3.3 with mig.strategy=mixed: gpu-node-0 is an A100 node partitioned all-balanced and "
+    "advertises nvidia.com/mig-1g.5gb, -2g.10gb, -3g.20gb; other GPU nodes are H100 with MIG disabled.",
+    mig_strategy="mixed", gpu_hardware=(A100_MIG_BALANCED, H100),
+    lacks=("nvidia.com/gpu on gpu-node-0 (all its GPUs are MIG-enabled)",),
+))
+_add(Profile(
+    "time-slicing",
+    "v26.3.3 with a device-plugin config sharing every GPU 4 ways by time-slicing (T4x4 nodes: "
+    "nvidia.com/gpu 16 per node, product Tesla-T4-SHARED).",
+    time_slicing_replicas=4, gpu_hardware=(T4X4,), mig_manager_enabled=True,
+))
+_add(Profile(
+    "cdi-nri",
+    "v26.3.3 with cdi.nriPluginEnabled=true: the toolkit runs an NRI plugin, no RuntimeClasses are "
+    "created and operands carry NRI CDI annotations instead of runtimeClassName.",
+    nri_plugin_enabled=True,
+    lacks=("RuntimeClasses (NRI mode deletes them)",),
+))
+_add(Profile(
+    "v26.7",
+    "v26.7.0 (latest) with Helm defaults: driver 595.91.07, nodes also carry nvidia.com/gpu.deploy.client.",
+    operator_version="v26.7.0",
+))
+
+
+def get_profile(profile: str | Profile) -> Profile:
+    if isinstance(profile, Profile):
+        return profile
+    try:
+        return PROFILES[profile]
+    except KeyError:
+        raise KeyError(f"unknown sim profile {profile!r}; known: {', '.join(PROFILES)}") from None

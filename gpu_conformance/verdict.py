@@ -1,0 +1,186 @@
+"""From findings to verdicts: per GPU node the first failing layer is the root cause, later layers are blocked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_conformance.model import LAYER_ORDER, STATUS_SEVERITY, Check, Finding, Layer, Status, worst
+
+CONFORMANT = "CONFORMANT"
+NOT_CONFORMANT = "NOT CONFORMANT"
+INCOMPLETE = "INCOMPLETE"
+
+
+@dataclass(frozen=True)
+class RootCause:
+    layer: Layer
+    check_id: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layer": str(self.layer), "check": self.check_id, "message": self.message}
+
+    def sentence(self) -> str:
+        return f"{self.layer} ({self.check_id}): {self.message}"
+
+
+@dataclass
+class NodeVerdict:
+    node: str
+    layers: dict[Layer, Status] = field(default_factory=dict)
+    root_cause: RootCause | None = None
+
+    def blocked_reason(self) -> str:
+        rc = self.root_cause
+        return f"blocked by {rc.layer}: {rc.message}" if rc else ""
+
+
+@dataclass
+class CheckOutcome:
+    """How one check ends as a test: fail where it is the root cause, skip where an earlier layer broke."""
+
+    check: Check
+    status: Status
+    findings: list[Finding]
+    failing_nodes: list[str] = field(default_factory=list)
+    blocked_nodes: list[str] = field(default_factory=list)
+    reason: str = ""
+
+
+@dataclass
+class Verdict:
+    nodes: list[NodeVerdict]
+    cluster_blocker: RootCause | None
+    outcomes: dict[str, CheckOutcome]
+    layers_run: list[Layer]
+
+    @property
+    def overall(self) -> str:
+        if self.cluster_blocker or any(o.status == Status.FAIL for o in self.outcomes.values()):
+            return NOT_CONFORMANT
+        if any(n.root_cause for n in self.nodes):
+            return NOT_CONFORMANT
+        if set(self.layers_run) != set(LAYER_ORDER) or not self.nodes:
+            return INCOMPLETE
+        return CONFORMANT
+
+    def layer_counts(self) -> dict[Layer, dict[str, int]]:
+        counts: dict[Layer, dict[str, int]] = {}
+        for layer in LAYER_ORDER:
+            c = {str(s): 0 for s in Status}
+            for n in self.nodes:
+                c[str(n.layers.get(layer, Status.NA))] += 1
+            counts[layer] = c
+        return counts
+
+
+def _first_fail(findings: list[Finding], check_order: dict[str, int]) -> Finding | None:
+    fails = [f for f in findings if f.status == Status.FAIL]
+    if not fails:
+        return None
+    # Node-specific evidence explains a node better than a cluster-wide line, at equal check order.
+    return sorted(fails, key=lambda f: (check_order.get(f.check_id, 999), f.node is None))[0]
+
+
+def decide(
+    checks: list[Check],
+    findings: list[Finding],
+    gpu_nodes: list[str],
+    layers_run: list[Layer] | None = None,
+) -> Verdict:
+    layers_run = layers_run or list(LAYER_ORDER)
+    by_id = {c.id: c for c in checks}
+    check_order = {c.id: i for i, c in enumerate(sorted(checks, key=lambda c: (c.layer.index, c.id)))}
+    layer_of = {c.id: c.layer for c in checks}
+
+    cluster_findings: dict[Layer, list[Finding]] = {layer: [] for layer in LAYER_ORDER}
+    node_findings: dict[str, dict[Layer, list[Finding]]] = {n: {layer: [] for layer in LAYER_ORDER}
+                                                            for n in gpu_nodes}
+    for f in findings:
+        layer = layer_of[f.check_id]
+        if f.node is None:
+            cluster_findings[layer].append(f)
+        elif f.node in node_findings:
+            node_findings[f.node][layer].append(f)
+        # Findings on nodes outside the GPU set (e.g. a CPU node wrongly labelled) only count per check.
+
+    cluster_blocker: RootCause | None = None
+    for layer in LAYER_ORDER:
+        ff = _first_fail(cluster_findings[layer], check_order)
+        if ff:
+            cluster_blocker = RootCause(layer, ff.check_id, ff.message)
+            break
+
+    nodes: list[NodeVerdict] = []
+    for n in gpu_nodes:
+        nv = NodeVerdict(node=n)
+        for layer in LAYER_ORDER:
+            if nv.root_cause is not None:
+                nv.layers[layer] = Status.BLOCKED
+                continue
+            if layer not in layers_run:
+                nv.layers[layer] = Status.NA
+                continue
+            fs = node_findings[n][layer] + cluster_findings[layer]
+            status = worst({f.status for f in fs}) if fs else Status.NA
+            nv.layers[layer] = status
+            if status == Status.FAIL:
+                ff = _first_fail(fs, check_order)
+                assert ff is not None
+                nv.root_cause = RootCause(layer, ff.check_id, ff.message)
+        nodes.append(nv)
+    node_by_name = {nv.node: nv for nv in nodes}
+
+    outcomes: dict[str, CheckOutcome] = {}
+    for c in checks:
+        fs = [f for f in findings if f.check_id == c.id]
+        failing, blocked, reasons = [], [], []
+        for f in fs:
+            if f.status != Status.FAIL:
+                continue
+            if f.node is None:
+                if cluster_blocker and cluster_blocker.layer.index < c.layer.index:
+                    blocked.append("<cluster>")
+                    reasons.append(f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}")
+                elif gpu_nodes and all(
+                    (rc := node_by_name[n].root_cause) is not None and rc.layer.index < c.layer.index
+                    for n in gpu_nodes
+                ):
+                    blocked.append("<cluster>")
+                    rc0 = node_by_name[gpu_nodes[0]].root_cause
+                    assert rc0 is not None
+                    reasons.append(f"every GPU node is blocked by an earlier layer, e.g. {rc0.layer}: {rc0.message}")
+                else:
+                    failing.append("<cluster>")
+                continue
+            nv = node_by_name.get(f.node)
+            rc = nv.root_cause if nv else None
+            if rc is not None and rc.layer.index < c.layer.index:
+                blocked.append(f.node)
+                reasons.append(nv.blocked_reason())  # type: ignore[union-attr]
+            elif cluster_blocker and cluster_blocker.layer.index < c.layer.index:
+                blocked.append(f.node)
+                reasons.append(f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}")
+            else:
+                failing.append(f.node)
+        if failing:
+            status = Status.FAIL
+            reason = ""
+        elif blocked:
+            status = Status.BLOCKED
+            reason = reasons[0]
+        elif c.layer not in layers_run:
+            status, reason = Status.NA, "layer not selected"
+        elif fs:
+            non_fail = {f.status for f in fs if f.status != Status.FAIL}
+            status = max(non_fail, key=lambda s: STATUS_SEVERITY[s]) if non_fail else Status.PASS
+            if status == Status.NA:
+                reason = next((f.message for f in fs if f.status == Status.NA), "not applicable")
+            else:
+                reason = ""
+        else:
+            status, reason = Status.NA, "no findings (nothing to check)"
+        outcomes[c.id] = CheckOutcome(c, status, fs, failing, blocked, reason)
+    _ = by_id
+    return Verdict(nodes=nodes, cluster_blocker=cluster_blocker, outcomes=outcomes, layers_run=layers_run)

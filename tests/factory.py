@@ -1,0 +1,933 @@
+"""Cluster data shaped like the real objects a GPU Operator install consists of, for unit tests of every layer.
+
+`healthy_snapshot(...)` builds a conformant cluster for a given operator version and mode; the mutation helpers
+below break exactly one thing the way a real cluster breaks (kubelet's container states, node resources,
+labels, env). One builder per object kind; names, labels, init containers and env follow
+../shared/docs/gpu-operator-facts.md (§1c, §2, §3, §5, §6).
+
+    snap = healthy_snapshot("v26.3.3", driver="host")
+    stuck_init(pod_for(snap, "nvidia-operator-validator", "gpu-node-1"), "toolkit-validation",
+               restarts=12, snapshot=snap, log="nvidia-smi: not found")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_conformance import operands as ops
+from gpu_conformance.cluster.podstate import pod_ready
+from gpu_conformance.cluster.selectors import match_labels
+from gpu_conformance.cluster.snapshot import GPU_PRESENT_LABEL, ClusterSnapshot, labels_of, name_of
+
+Obj = dict[str, Any]
+
+T0 = "2026-10-01T09:00:00Z"   # objects created
+T1 = "2026-10-01T09:05:00Z"   # containers started
+T2 = "2026-10-01T09:06:00Z"   # init containers / cuda validator finished
+NFD_RELEASE = "gpu-operator-node-feature-discovery"
+DRIVER_CRD_DS = "nvidia-gpu-driver-ubuntu22.04-7c6d7bd86b"
+
+# Helm defaults per operator minor release (facts §0); an unknown version uses the nearest older row.
+_COMPONENTS: dict[tuple[int, int], dict[str, str]] = {
+    (25, 3): {"driver": "580.82.07", "manager": "v0.8.1", "toolkit": "v1.17.8-ubuntu20.04", "plugin": "v0.17.4",
+              "dcgm_exporter": "4.3.1-4.4.0-ubuntu22.04", "mig_manager": "v0.12.3-ubuntu20.04", "nfd": "v0.17.3"},
+    (25, 10): {"driver": "580.105.08", "manager": "v0.9.1", "toolkit": "v1.18.1", "plugin": "v0.18.1",
+               "dcgm_exporter": "4.4.2-4.7.0-distroless", "mig_manager": "v0.13.1", "nfd": "v0.18.2"},
+    (26, 3): {"driver": "580.126.20", "manager": "v0.11.0", "toolkit": "v1.19.1", "plugin": "v0.19.3",
+              "dcgm_exporter": "4.5.3-4.8.2-distroless", "mig_manager": "v0.14.2", "nfd": "v0.18.3"},
+    (26, 7): {"driver": "595.91.07", "manager": "v0.12.0", "toolkit": "v1.20.0", "plugin": "v0.20.0",
+              "dcgm_exporter": "4.6.0-4.8.3-distroless", "mig_manager": "v0.15.0", "nfd": "v0.19.0"},
+}
+HOST_DRIVER_VERSION = "580.95.05"
+# (memory MiB, family, compute major, minor) per GFD product label.
+_PRODUCTS = {
+    "Tesla-T4": (15360, "turing", "7", "5"),
+    "NVIDIA-A100-SXM4-40GB": (40960, "ampere", "8", "0"),
+    "NVIDIA-H100-80GB-HBM3": (81559, "hopper", "9", "0"),
+}
+MIG_PROFILE = "1g.5gb"       # the mixed-strategy profile the factory uses: 7 per A100-40GB
+MIG_PER_GPU = 7
+
+
+# ---- small utilities -------------------------------------------------------------------------------
+def _uid(*parts: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
+
+
+def _suffix(*parts: str, n: int = 5) -> str:
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    h = int(hashlib.sha256("/".join(parts).encode()).hexdigest(), 16)
+    out = ""
+    for _ in range(n):
+        h, r = divmod(h, len(alphabet))
+        out += alphabet[r]
+    return out
+
+
+def _env(pairs: dict[str, str]) -> list[Obj]:
+    return [{"name": k, "value": v} for k, v in pairs.items()]
+
+
+def _container(name: str, image: str, env: dict[str, str] | None = None, **extra: Any) -> Obj:
+    c: Obj = {"name": name, "image": image, "imagePullPolicy": "IfNotPresent"}
+    if env:
+        c["env"] = _env(env)
+    c.update(extra)
+    return c
+
+
+def _owner(kind: str, name: str, uid: str, api: str = "apps/v1") -> Obj:
+    return {"apiVersion": api, "kind": kind, "name": name, "uid": uid, "controller": True,
+            "blockOwnerDeletion": True}
+
+
+@dataclass
+class _Ctx:
+    version: str
+    ns: str
+    cdi: bool
+    nri: bool
+    driver: str
+    mig: str
+    replicas: int
+    rename_shared: bool
+    gfd: bool
+    device_plugin: bool
+    toolkit: bool
+    product: str
+    gpus: int
+
+    @property
+    def v(self) -> tuple[int, int, int]:
+        return ops.parse_version(self.version)
+
+    @property
+    def comp(self) -> dict[str, str]:
+        keys = sorted(k for k in _COMPONENTS if k <= self.v[:2]) or [min(_COMPONENTS)]
+        return _COMPONENTS[keys[-1]]
+
+    @property
+    def mig_capable(self) -> bool:
+        return self.mig == "mixed" or any(p in self.product for p in ("A100", "A30", "H100", "H200"))
+
+    @property
+    def driver_version(self) -> str:
+        return self.comp["driver"] if self.driver in ("operator", "crd") else HOST_DRIVER_VERSION
+
+    @property
+    def cp_uid(self) -> str:
+        return _uid("clusterpolicy", "cluster-policy")
+
+    @property
+    def runtime_class(self) -> str | None:
+        return None if self.nri else "nvidia"
+
+    @property
+    def validator_image(self) -> str:
+        if self.v < (25, 10, 0):
+            return f"nvcr.io/nvidia/cloud-native/gpu-operator-validator:{self.version}"
+        return f"nvcr.io/nvidia/gpu-operator:{self.version}"
+
+    @property
+    def validator_inits(self) -> tuple[str, ...]:
+        if self.v < (25, 10, 0):
+            chain = ("driver-validation", "nvidia-fs-validation", "toolkit-validation", "cuda-validation",
+                     "plugin-validation")
+        elif self.v < (26, 0, 0):
+            chain = ("driver-validation", "nvidia-fs-validation", "gdrcopy-validation", "toolkit-validation",
+                     "cuda-validation", "plugin-validation")
+        else:
+            chain = ops.VALIDATOR_CHAIN
+        return tuple(c for c in chain if self.device_plugin or c != "plugin-validation")
+
+    @property
+    def sharing_config(self) -> str | None:
+        return "time-slicing-config" if self.replicas > 1 else None
+
+
+# ---- container statuses as kubelet reports them --------------------------------------------------------
+def _cid(pod: str, c: str) -> str:
+    return "containerd://" + hashlib.sha256(f"{pod}/{c}".encode()).hexdigest()
+
+
+def _st_completed(pod: str, c: Obj, init: bool) -> Obj:
+    return {"name": c["name"], "image": c["image"], "imageID": c["image"] + "@sha256:" + "0" * 64,
+            "containerID": _cid(pod, c["name"]), "ready": init, "started": False, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": T1, "finishedAt": T2,
+                                     "containerID": _cid(pod, c["name"])}},
+            "lastState": {}}
+
+
+def _st_running(pod: str, c: Obj) -> Obj:
+    return {"name": c["name"], "image": c["image"], "imageID": c["image"] + "@sha256:" + "0" * 64,
+            "containerID": _cid(pod, c["name"]), "ready": True, "started": True, "restartCount": 0,
+            "state": {"running": {"startedAt": T2}}, "lastState": {}}
+
+
+def _conditions(initialized: bool, ready: bool, ready_reason: str = "ContainersNotReady",
+                init_message: str = "", completed: bool = False) -> list[Obj]:
+    def cond(t: str, ok: bool, reason: str = "", message: str = "") -> Obj:
+        c: Obj = {"type": t, "status": "True" if ok else "False", "lastProbeTime": None,
+                  "lastTransitionTime": T2}
+        if not ok and reason:
+            c["reason"] = reason
+        if message:
+            c["message"] = message
+        return c
+    if completed:
+        return [cond("PodReadyToStartContainers", False), cond("Initialized", True),
+                cond("Ready", False, "PodCompleted"), cond("ContainersReady", False, "PodCompleted"),
+                cond("PodScheduled", True)]
+    return [cond("PodReadyToStartContainers", True),
+            cond("Initialized", initialized, "ContainersNotInitialized", init_message),
+            cond("Ready", ready, ready_reason), cond("ContainersReady", ready, ready_reason),
+            cond("PodScheduled", True)]
+
+
+# ---- pods ---------------------------------------------------------------------------------------------
+def _pod(ctx: _Ctx, name: str, node: str, labels: dict[str, str], owner: Obj, inits: list[Obj],
+         containers: list[Obj], *, runtime_class: str | None = None, succeeded: bool = False,
+         annotations: dict[str, str] | None = None, generate_name: str = "") -> Obj:
+    meta: Obj = {"name": name, "generateName": generate_name or name.rsplit("-", 1)[0] + "-",
+                 "namespace": ctx.ns, "uid": _uid("pod", ctx.ns, name), "creationTimestamp": T0,
+                 "labels": dict(labels), "ownerReferences": [owner]}
+    if annotations:
+        meta["annotations"] = annotations
+    spec: Obj = {"nodeName": node, "containers": containers, "restartPolicy": "OnFailure" if succeeded else "Always",
+                 "serviceAccountName": labels.get("app", name), "priorityClassName": "system-node-critical",
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    if inits:
+        spec["initContainers"] = inits
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    status: Obj = {
+        "phase": "Succeeded" if succeeded else "Running",
+        "conditions": _conditions(True, not succeeded, completed=succeeded),
+        "hostIP": "10.0.0.10", "podIP": "10.244.1." + str(int(_suffix(name, n=2), 36) % 250 + 2),
+        "startTime": T1, "qosClass": "BestEffort",
+        "containerStatuses": [_st_completed(name, c, False) if succeeded else _st_running(name, c)
+                              for c in containers],
+    }
+    if inits:
+        status["initContainerStatuses"] = [_st_completed(name, c, True) for c in inits]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def _ds_pod(ctx: _Ctx, ds: Obj, node: str) -> Obj:
+    tmpl = ds["spec"]["template"]
+    name = f"{name_of(ds)}-{_suffix(name_of(ds), node)}"
+    labels = {**tmpl["metadata"]["labels"], "controller-revision-hash": _suffix(name_of(ds), n=10),
+              "pod-template-generation": "1"}
+    return _pod(ctx, name, node, labels, _owner("DaemonSet", name_of(ds), ds["metadata"]["uid"]),
+                [dict(c) for c in tmpl["spec"].get("initContainers", [])],
+                [dict(c) for c in tmpl["spec"]["containers"]],
+                runtime_class=tmpl["spec"].get("runtimeClassName"),
+                annotations=tmpl["metadata"].get("annotations"), generate_name=name_of(ds) + "-")
+
+
+def _cuda_validator_pod(ctx: _Ctx, node: str) -> Obj:
+    name = f"{ops.CUDA_VALIDATOR_APP}-{_suffix('cuda', node)}"
+    img = ctx.validator_image
+    owner = _owner("ClusterPolicy", "cluster-policy", ctx.cp_uid, "nvidia.com/v1")
+    return _pod(ctx, name, node, {"app": ops.CUDA_VALIDATOR_APP}, owner,
+                [_container("cuda-validation", img, {"NVIDIA_VISIBLE_DEVICES": "all"}, command=["vectorAdd"])],
+                [_container(ops.CUDA_VALIDATOR_APP, img, command=["sh", "-c"],
+                            args=["echo cuda workload validation is successful"])],
+                runtime_class=ctx.runtime_class, succeeded=True, generate_name=ops.CUDA_VALIDATOR_APP + "-",
+                annotations={"nvidia.cdi.k8s.io/container.cuda-validation": "management.nvidia.com/gpu=all"})
+
+
+# ---- nodes --------------------------------------------------------------------------------------------
+def _gpu_resources(ctx: _Ctx) -> dict[str, str]:
+    if ctx.mig == "mixed":
+        return {f"nvidia.com/mig-{MIG_PROFILE}": str(ctx.gpus * MIG_PER_GPU)}
+    name = "nvidia.com/gpu.shared" if ctx.rename_shared and ctx.replicas > 1 else "nvidia.com/gpu"
+    return {name: str(ctx.gpus * max(ctx.replicas, 1))}
+
+
+def _gfd_labels(ctx: _Ctx) -> dict[str, str]:
+    mem, family, major, minor = _PRODUCTS.get(ctx.product, (16384, "undefined", "0", "0"))
+    shared = ctx.replicas > 1
+    cuda_major, cuda_minor = ("13", "2") if ctx.driver_version.startswith("595") else ("13", "0")
+    drv = ctx.driver_version.split(".")
+    labels = {
+        "nvidia.com/gpu.product": ctx.product + ("-SHARED" if shared and not ctx.rename_shared else ""),
+        "nvidia.com/gpu.count": str(ctx.gpus), "nvidia.com/gpu.memory": str(mem),
+        "nvidia.com/gpu.replicas": str(max(ctx.replicas, 1)),
+        "nvidia.com/gpu.sharing-strategy": "time-slicing" if shared else "none",
+        "nvidia.com/gpu.family": family, "nvidia.com/gpu.compute.major": major,
+        "nvidia.com/gpu.compute.minor": minor, "nvidia.com/gpu.machine": "Standard-PC",
+        "nvidia.com/gpu.mode": "compute",
+        "nvidia.com/cuda.driver-version.major": drv[0], "nvidia.com/cuda.driver-version.minor": drv[1],
+        "nvidia.com/cuda.driver-version.revision": drv[2] if len(drv) > 2 else "0",
+        "nvidia.com/cuda.driver-version.full": ctx.driver_version,
+        "nvidia.com/cuda.driver.major": drv[0], "nvidia.com/cuda.driver.minor": drv[1],
+        "nvidia.com/cuda.driver.rev": drv[2] if len(drv) > 2 else "0",
+        "nvidia.com/cuda.runtime-version.major": cuda_major, "nvidia.com/cuda.runtime-version.minor": cuda_minor,
+        "nvidia.com/cuda.runtime-version.full": f"{cuda_major}.{cuda_minor}",
+        "nvidia.com/mig.capable": str(ctx.mig_capable).lower(), "nvidia.com/mps.capable": "false",
+        "nvidia.com/vgpu.present": "false", "nvidia.com/gfd.timestamp": "1790845560",
+    }
+    if ctx.mig != "none":
+        labels["nvidia.com/mig.strategy"] = ctx.mig
+    if ctx.mig == "mixed":
+        p = f"nvidia.com/mig-{MIG_PROFILE}"
+        labels.update({f"{p}.count": str(ctx.gpus * MIG_PER_GPU), f"{p}.memory": "4864",
+                       f"{p}.product": f"{ctx.product}-MIG-{MIG_PROFILE}", f"{p}.multiprocessors": "14",
+                       f"{p}.replicas": "1", f"{p}.slices.gi": "1", f"{p}.slices.ci": "1"})
+    return labels
+
+
+def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+              "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+              "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+              "feature.node.kubernetes.io/kernel-version.full": "5.15.0-122-generic",
+              "feature.node.kubernetes.io/cpu-model.vendor_id": "Intel"}
+    capacity = {"cpu": "16", "memory": "65842516Ki", "pods": "110", "ephemeral-storage": "203056560Ki",
+                "hugepages-2Mi": "0"}
+    if gpu:
+        labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
+        labels[GPU_PRESENT_LABEL] = "true"
+        for key in ops.expected_deploy_labels(ctx.version, ctx.mig_capable):
+            labels[key] = "true"
+        if ctx.driver == "pre-installed":
+            labels[ops.DRIVER.deploy_label] = "pre-installed"
+        if ctx.driver in ("operator", "crd"):
+            labels["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-done"
+        if ctx.gfd:
+            labels.update(_gfd_labels(ctx))
+        if ctx.mig_capable:
+            labels["nvidia.com/mig.config"] = "all-1g.5gb" if ctx.mig == "mixed" else "all-disabled"
+            labels["nvidia.com/mig.config.state"] = "success"
+        if ctx.device_plugin:
+            capacity.update(_gpu_resources(ctx))
+    allocatable = {**capacity, "cpu": "15800m", "memory": "63643476Ki"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": _uid("node", name), "creationTimestamp": T0, "labels": labels,
+                     "annotations": {"nfd.node.kubernetes.io/feature-labels": "pci-10de.present" if gpu else "",
+                                     "node.alpha.kubernetes.io/ttl": "0"}},
+        "spec": {"podCIDR": "10.244.1.0/24"},
+        "status": {
+            "capacity": capacity, "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status", "lastTransitionTime": T0}],
+            "nodeInfo": {"kubeletVersion": "v1.33.4", "containerRuntimeVersion": "containerd://2.2.1",
+                         "kernelVersion": "5.15.0-122-generic", "osImage": "Ubuntu 22.04.5 LTS",
+                         "operatingSystem": "linux", "architecture": "amd64"},
+        },
+    }
+
+
+# ---- ClusterPolicy, NVIDIADriver, RuntimeClasses ---------------------------------------------------------
+def _cluster_policy(ctx: _Ctx) -> Obj:
+    c = ctx.comp
+    cdi: Obj = {"enabled": ctx.cdi, "default": False}
+    if ctx.v >= (26, 3, 0):
+        cdi["nriPluginEnabled"] = ctx.nri
+    device_plugin: Obj = {"enabled": ctx.device_plugin, "repository": "nvcr.io/nvidia",
+                          "image": "k8s-device-plugin", "version": c["plugin"]}
+    if ctx.sharing_config:
+        device_plugin["config"] = {"name": ctx.sharing_config, "default": "any"}
+    spec = {
+        "operator": {"defaultRuntime": "containerd", "runtimeClass": "nvidia", "initContainer": {}},
+        "daemonsets": {"updateStrategy": "RollingUpdate", "priorityClassName": "system-node-critical",
+                       "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+        "driver": {"enabled": ctx.driver in ("operator", "pre-installed", "crd"),
+                   "useNvidiaDriverCRD": ctx.driver == "crd", "repository": "nvcr.io/nvidia", "image": "driver",
+                   "version": c["driver"], "kernelModuleType": "auto",
+                   "manager": {"repository": "nvcr.io/nvidia/cloud-native", "image": "k8s-driver-manager",
+                               "version": c["manager"]},
+                   "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1}},
+        "toolkit": {"enabled": ctx.toolkit, "repository": "nvcr.io/nvidia/k8s", "image": "container-toolkit",
+                    "version": c["toolkit"], "installDir": "/usr/local/nvidia"},
+        "devicePlugin": device_plugin,
+        "dcgm": {"enabled": False},
+        "dcgmExporter": {"enabled": True, "version": c["dcgm_exporter"]},
+        "gfd": {"enabled": ctx.gfd, "version": c["plugin"]},
+        "mig": {"strategy": ctx.mig},
+        "migManager": {"enabled": True, "version": c["mig_manager"]},
+        "nodeStatusExporter": {"enabled": False},
+        "validator": {"plugin": {"env": []}},
+        "gds": {"enabled": False}, "gdrcopy": {"enabled": False},
+        "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
+        "cdi": cdi,
+    }
+    return {
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy", "uid": ctx.cp_uid, "creationTimestamp": T0, "generation": 1,
+                     "labels": {"app.kubernetes.io/component": "gpu-operator",
+                                "app.kubernetes.io/managed-by": "Helm"}},
+        "spec": spec,
+        "status": {"state": "ready", "namespace": ctx.ns, "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Reconciled", "lastTransitionTime": T2,
+             "message": "ClusterPolicy is ready as all resources have been successfully reconciled"},
+            {"type": "Error", "status": "False", "reason": "Ready", "lastTransitionTime": T2, "message": ""},
+        ]},
+    }
+
+
+def _nvidia_driver_cr(ctx: _Ctx) -> Obj:
+    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
+            "metadata": {"name": "default", "uid": _uid("nvidiadriver", "default"), "creationTimestamp": T0},
+            "spec": {"driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver",
+                     "version": ctx.comp["driver"], "usePrecompiled": False},
+            "status": {"state": "ready", "namespace": ctx.ns,
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled"}]}}
+
+
+def _runtimeclasses(ctx: _Ctx) -> list[Obj]:
+    if ctx.nri:
+        return []
+    names = ["nvidia"] + (["nvidia-cdi", "nvidia-legacy"] if ctx.cdi else [])
+    return [{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": n,
+             "metadata": {"name": n, "uid": _uid("runtimeclass", n), "creationTimestamp": T0,
+                          "labels": {"app.kubernetes.io/component": "gpu-operator"},
+                          "ownerReferences": [_owner("ClusterPolicy", "cluster-policy", ctx.cp_uid,
+                                                     "nvidia.com/v1")]}}
+            for n in names]
+
+
+# ---- DaemonSets (the operator's operands and the NFD worker) --------------------------------------------
+def _daemonset(ctx: _Ctx, name: str, labels: dict[str, str], node_selector: dict[str, str], inits: list[Obj],
+               containers: list[Obj], *, runtime_class: str | None = None, owner: Obj | None = None,
+               on_delete: bool = False, annotations: dict[str, str] | None = None) -> Obj:
+    tmeta: Obj = {"labels": dict(labels)}
+    if annotations:
+        tmeta["annotations"] = annotations
+    tspec: Obj = {"nodeSelector": node_selector, "containers": containers,
+                  "priorityClassName": "system-node-critical", "serviceAccountName": labels["app"],
+                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    if inits:
+        tspec["initContainers"] = inits
+    if runtime_class:
+        tspec["runtimeClassName"] = runtime_class
+    meta: Obj = {"name": name, "namespace": ctx.ns, "uid": _uid("ds", ctx.ns, name), "generation": 1,
+                 "creationTimestamp": T0, "labels": dict(labels),
+                 "annotations": {"deprecated.daemonset.template.generation": "1"}}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta,
+            "spec": {"selector": {"matchLabels": {"app": labels["app"]}}, "template": {"metadata": tmeta,
+                                                                                      "spec": tspec},
+                     "updateStrategy": {"type": "OnDelete"} if on_delete else
+                     {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+                     "revisionHistoryLimit": 10},
+            "status": {}}
+
+
+def device_plugin_env(version: str, cdi: bool, mig: str = "single") -> dict[str, str]:
+    """The device plugin container env the operator renders (facts §6b)."""
+    env = {"PASS_DEVICE_SPECS": "true", "FAIL_ON_INIT_ERROR": "true", "DEVICE_LIST_STRATEGY": "envvar",
+           "DEVICE_ID_STRATEGY": "uuid", "NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "all",
+           "MPS_ROOT": "/run/nvidia/mps", "MIG_STRATEGY": mig}
+    if cdi:
+        env["CDI_ENABLED"] = "true"
+        env["NVIDIA_CDI_HOOK_PATH"] = "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
+        if ops.parse_version(version) >= (25, 10, 0):
+            env.update({"DEVICE_LIST_STRATEGY": "cdi-annotations,cdi-cri", "CDI_ANNOTATION_PREFIX": "cdi.k8s.io/"})
+        else:
+            env.update({"DEVICE_LIST_STRATEGY": "envvar,cdi-annotations",
+                        "CDI_ANNOTATION_PREFIX": "nvidia.cdi.k8s.io/"})
+    return env
+
+
+def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
+    c, ns = ctx.comp, ctx.ns
+    cp_owner = _owner("ClusterPolicy", "cluster-policy", ctx.cp_uid, "nvidia.com/v1")
+    val = ctx.validator_image
+    tk_validation = _container("toolkit-validation", val, command=["sh", "-c"],
+                               args=["until [ -f /run/nvidia/validations/toolkit-ready ]; do echo waiting for "
+                                     "nvidia container stack to be setup; sleep 5; done"])
+
+    def sel(op: ops.Operand) -> dict[str, str]:
+        return {op.deploy_label: "true"}
+
+    def lab(op: ops.Operand, **extra: str) -> dict[str, str]:
+        return {"app": op.app, "app.kubernetes.io/managed-by": "gpu-operator", "helm.sh/chart": "gpu-operator-"
+                + ctx.version, **extra}
+
+    def nri_ann(*ctrs: str) -> dict[str, str] | None:
+        return {f"nvidia.cdi.k8s.io/container.{x}": "management.nvidia.com/gpu=all" for x in ctrs} if ctx.nri \
+            else None
+
+    out: list[Obj] = []
+    comp_label = dict([ops.DRIVER_COMPONENT_LABEL])
+    driver_inits = [_container("k8s-driver-manager", f"nvcr.io/nvidia/cloud-native/k8s-driver-manager:"
+                               f"{c['manager']}", {"NODE_NAME": "", "ENABLE_GPU_POD_EVICTION": "true"},
+                               command=["driver-manager"], args=["uninstall_driver"])]
+    driver_ctrs = [_container("nvidia-driver-ctr", f"nvcr.io/nvidia/driver:{c['driver']}-ubuntu22.04",
+                              command=["nvidia-driver"], args=["init"],
+                              startupProbe={"exec": {"command": ["sh", "/usr/local/bin/startup-probe.sh"]},
+                                            "initialDelaySeconds": 60, "periodSeconds": 10,
+                                            "failureThreshold": 120, "timeoutSeconds": 60})]
+    if ctx.driver in ("operator", "pre-installed"):
+        out.append(_daemonset(ctx, ops.DRIVER.daemonset, lab(ops.DRIVER, **comp_label, **{
+            "nvidia.com/precompiled": "false"}), sel(ops.DRIVER), driver_inits, driver_ctrs, owner=cp_owner,
+            on_delete=True))
+    elif ctx.driver == "crd":
+        nvd = _owner("NVIDIADriver", "default", _uid("nvidiadriver", "default"), "nvidia.com/v1alpha1")
+        ds = _daemonset(ctx, DRIVER_CRD_DS, {"app": DRIVER_CRD_DS, **comp_label, "nvidia.com/precompiled": "false",
+                                             "nvidia.com/node.os-version": "ubuntu22.04"},
+                        sel(ops.DRIVER), driver_inits, driver_ctrs, owner=nvd, on_delete=True)
+        out.append(ds)
+    if ctx.toolkit:
+        tk_env = {"RUNTIME": "containerd", "CONTAINERD_RUNTIME_CLASS": "nvidia",
+                  "RUNTIME_CONFIG": "/runtime/config-dir/config.toml",
+                  "CONTAINERD_CONFIG": "/runtime/config-dir/config.toml",
+                  "RUNTIME_DROP_IN_CONFIG": "/runtime/config-dir.d/99-nvidia.toml",
+                  "RUNTIME_DROP_IN_CONFIG_HOST_PATH": "/etc/containerd/conf.d/99-nvidia.toml",
+                  "RUNTIME_SOCKET": "/runtime/sock-dir/containerd.sock",
+                  "CONTAINERD_SOCKET": "/runtime/sock-dir/containerd.sock"}
+        if ctx.cdi:
+            tk_env.update({"CDI_ENABLED": "true", "NVIDIA_RUNTIME_SET_AS_DEFAULT": "false",
+                           "NVIDIA_CONTAINER_RUNTIME_MODE": "cdi", "CRIO_CONFIG_MODE": "config"})
+        if ctx.nri:
+            tk_env["ENABLE_NRI_PLUGIN"] = "true"
+        out.append(_daemonset(ctx, ops.TOOLKIT.daemonset, lab(ops.TOOLKIT), sel(ops.TOOLKIT),
+                              [_container("driver-validation", val, {"COMPONENT": "driver", "WITH_WAIT": "true"},
+                                          command=["sh", "-c"], args=["nvidia-validator"])],
+                              [_container("nvidia-container-toolkit-ctr",
+                                          f"nvcr.io/nvidia/k8s/container-toolkit:{c['toolkit']}", tk_env,
+                                          command=["/bin/bash", "-c"],
+                                          args=["/bin/entrypoint.sh"])], owner=cp_owner))
+    v_inits = []
+    for name in ctx.validator_inits:
+        env = {"COMPONENT": name.removesuffix("-validation"), "WITH_WAIT": str(name == "driver-validation").lower()}
+        if name == "plugin-validation":
+            env.update({"WITH_WORKLOAD": "false", "MIG_STRATEGY": ctx.mig, "OPERATOR_NAMESPACE": ns})
+        if name == "cuda-validation":
+            env.update({"OPERATOR_NAMESPACE": ns, "VALIDATOR_IMAGE": val,
+                        "VALIDATOR_RUNTIME_CLASS": ctx.runtime_class or ""})
+        v_inits.append(_container(name, val, env, command=["sh", "-c"], args=["nvidia-validator"]))
+    out.append(_daemonset(ctx, ops.VALIDATOR.daemonset,
+                          lab(ops.VALIDATOR, **{"app.kubernetes.io/part-of": "gpu-operator"}), sel(ops.VALIDATOR),
+                          v_inits, [_container("nvidia-operator-validator", val, command=["sh", "-c"],
+                                               args=["echo all validations are successful; while true; do sleep "
+                                                     "86400; done"])],
+                          runtime_class=ctx.runtime_class, owner=cp_owner,
+                          annotations=nri_ann("driver-validation", "toolkit-validation")))
+    if ctx.device_plugin:
+        plugin_img = f"nvcr.io/nvidia/k8s-device-plugin:{c['plugin']}"
+        inits, ctrs = [tk_validation], [_container("nvidia-device-plugin", plugin_img,
+                                                   device_plugin_env(ctx.version, ctx.cdi, ctx.mig),
+                                                   command=["/bin/bash", "-c"], args=["/bin/entrypoint.sh"])]
+        if ctx.sharing_config:
+            cm_env = {"CONFIG_FILE_SRCDIR": "/available-configs", "DEFAULT_CONFIG": "any"}
+            inits.append(_container("config-manager-init", plugin_img, {**cm_env, "ONESHOT": "true"},
+                                    command=["config-manager"]))
+            ctrs.append(_container("config-manager", plugin_img, {**cm_env, "ONESHOT": "false"},
+                                   command=["config-manager"]))
+        out.append(_daemonset(ctx, ops.DEVICE_PLUGIN.daemonset, lab(ops.DEVICE_PLUGIN), sel(ops.DEVICE_PLUGIN),
+                              inits, ctrs, runtime_class=ctx.runtime_class, owner=cp_owner,
+                              annotations=nri_ann("nvidia-device-plugin")))
+        out.append(_daemonset(ctx, "nvidia-device-plugin-mps-control-daemon",
+                              {"app": "nvidia-device-plugin-mps-control-daemon"},
+                              {ops.DEVICE_PLUGIN.deploy_label: "true", "nvidia.com/mps.capable": "true"},
+                              [tk_validation], [_container("mps-control-daemon-ctr", plugin_img)],
+                              runtime_class=ctx.runtime_class, owner=cp_owner))
+    if ctx.gfd:
+        out.append(_daemonset(ctx, ops.GFD.daemonset, lab(ops.GFD, **{"app.kubernetes.io/part-of": "nvidia-gpu"}),
+                              sel(ops.GFD), [tk_validation],
+                              [_container("gpu-feature-discovery", f"nvcr.io/nvidia/k8s-device-plugin:{c['plugin']}",
+                                          {"GFD_SLEEP_INTERVAL": "60s", "GFD_FAIL_ON_INIT_ERROR": "true",
+                                           "MIG_STRATEGY": ctx.mig}, command=["gpu-feature-discovery"])],
+                              runtime_class=ctx.runtime_class, owner=cp_owner,
+                              annotations=nri_ann("gpu-feature-discovery")))
+    out.append(_daemonset(ctx, ops.DCGM_EXPORTER.daemonset, lab(ops.DCGM_EXPORTER), sel(ops.DCGM_EXPORTER),
+                          [tk_validation],
+                          [_container("nvidia-dcgm-exporter", f"nvcr.io/nvidia/k8s/dcgm-exporter:{c['dcgm_exporter']}",
+                                      {"DCGM_EXPORTER_LISTEN": ":9400", "DCGM_EXPORTER_KUBERNETES": "true"},
+                                      ports=[{"name": "metrics", "containerPort": 9400}])],
+                          runtime_class=ctx.runtime_class, owner=cp_owner,
+                          annotations=nri_ann("nvidia-dcgm-exporter")))
+    out.append(_daemonset(ctx, ops.MIG_MANAGER.daemonset, lab(ops.MIG_MANAGER), sel(ops.MIG_MANAGER),
+                          [tk_validation],
+                          [_container("nvidia-mig-manager", f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:"
+                                      f"{c['mig_manager']}", {"WITH_REBOOT": "false"})],
+                          runtime_class=ctx.runtime_class, owner=cp_owner))
+    return out
+
+
+# ---- operator Deployment and NFD ------------------------------------------------------------------------
+def _deployment(ctx: _Ctx, name: str, labels: dict[str, str], containers: list[Obj], node: str) -> tuple[Obj, Obj]:
+    uid = _uid("deploy", ctx.ns, name)
+    rs_hash = _suffix(name, "rs", n=10)
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": ctx.ns, "uid": uid, "generation": 1, "creationTimestamp": T0,
+                        "labels": dict(labels)},
+           "spec": {"replicas": 1, "selector": {"matchLabels": dict(labels)},
+                    "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": containers}}},
+           "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+                      "availableReplicas": 1, "conditions": [
+                          {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+                          {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}}
+    pod = _pod(ctx, f"{name}-{rs_hash}-{_suffix(name, node)}", node, {**labels, "pod-template-hash": rs_hash},
+               _owner("ReplicaSet", f"{name}-{rs_hash}", _uid("rs", ctx.ns, name)), [],
+               [dict(c) for c in containers], generate_name=f"{name}-{rs_hash}-")
+    return dep, pod
+
+
+def _operator(ctx: _Ctx, node: str) -> tuple[Obj, Obj]:
+    labels = {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}
+    ctr = _container("gpu-operator", f"nvcr.io/nvidia/gpu-operator:{ctx.version}",
+                     {"OPERATOR_NAMESPACE": ctx.ns, "VALIDATOR_IMAGE": ctx.validator_image,
+                      "DRIVER_MANAGER_IMAGE": f"nvcr.io/nvidia/cloud-native/k8s-driver-manager:{ctx.comp['manager']}"},
+                     command=["gpu-operator"], args=["--leader-elect"])
+    return _deployment(ctx, ops.OPERATOR_DEPLOYMENT, labels, [ctr], node)
+
+
+def _nfd(ctx: _Ctx, nodes: list[str], control_node: str) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """(deployments, daemonsets, pods) of the NFD sub-chart with release `gpu-operator`."""
+    img = f"registry.k8s.io/nfd/node-feature-discovery:{ctx.comp['nfd']}"
+    base = {"app.kubernetes.io/name": "node-feature-discovery", "app.kubernetes.io/instance": "gpu-operator"}
+    deps, pods = [], []
+    for role in ("master", "gc"):
+        d, p = _deployment(ctx, f"{NFD_RELEASE}-{role}", {**base, "role": role},
+                           [_container(role if role == "master" else "gc", img, command=[f"nfd-{role}"])],
+                           control_node)
+        deps.append(d)
+        pods.append(p)
+    worker = _daemonset(ctx, f"{NFD_RELEASE}-worker", {**base, "role": "worker", "app": "node-feature-discovery"},
+                        {}, [], [_container("worker", img, command=["nfd-worker"])])
+    worker["spec"]["selector"] = {"matchLabels": {**base, "role": "worker"}}
+    pods += [_ds_pod(ctx, worker, n) for n in nodes]
+    return deps, [worker], pods
+
+
+# ---- the public builder ---------------------------------------------------------------------------------
+def healthy_snapshot(version: str = "v26.3.3", gpu_nodes: int = 3, cpu_nodes: int = 1, driver: str = "operator",
+                     cdi: bool | None = None, mig: str = "single", time_slicing_replicas: int = 0,
+                     namespace: str = "gpu-operator", *, nri: bool = False, rename_shared: bool = False,
+                     gfd: bool = True, device_plugin: bool = True, toolkit: bool = True,
+                     gpu_product: str | None = None, gpus_per_node: int = 1) -> ClusterSnapshot:
+    """A conformant cluster: every layer passes.
+
+    driver: "operator" (driver DaemonSet pod per node), "host" (driver.enabled=false), "pre-installed"
+    (driver.enabled=true but nodes labelled gpu.deploy.driver=pre-installed, so no driver pod) or "crd"
+    (useNvidiaDriverCRD with NVIDIADriver `default`). cdi defaults to on for v25.10+, off before.
+    mig: "none" | "single" | "mixed" (mixed uses an A100 advertised as nvidia.com/mig-1g.5gb, 7 per GPU).
+    time_slicing_replicas > 1 multiplies nvidia.com/gpu (or moves it to nvidia.com/gpu.shared with rename_shared).
+    nri: v26.3+ NRI plugin mode (CDI on, no RuntimeClasses, no runtimeClassName on operands).
+    """
+    if driver not in ("operator", "host", "pre-installed", "crd"):
+        raise ValueError(f"driver must be operator|host|pre-installed|crd, not {driver!r}")
+    if mig not in ("none", "single", "mixed"):
+        raise ValueError(f"mig must be none|single|mixed, not {mig!r}")
+    if cdi is None:
+        cdi = ops.parse_version(version) >= (25, 10, 0)
+    cdi = cdi or nri
+    product = gpu_product or ("NVIDIA-A100-SXM4-40GB" if mig == "mixed" else "Tesla-T4")
+    ctx = _Ctx(version, namespace, cdi, nri, driver, mig, time_slicing_replicas, rename_shared, gfd,
+               device_plugin, toolkit, product, gpus_per_node)
+
+    gpu_names = [f"gpu-node-{i}" for i in range(1, gpu_nodes + 1)]
+    cpu_names = [f"cpu-node-{i}" for i in range(1, cpu_nodes + 1)]
+    nodes = [_node(ctx, n, True) for n in gpu_names] + [_node(ctx, n, False) for n in cpu_names]
+    control = (cpu_names or gpu_names or ["cpu-node-1"])[0]
+
+    op_dep, op_pod = _operator(ctx, control)
+    nfd_deps, nfd_ds, nfd_pods = _nfd(ctx, [name_of(n) for n in nodes], control)
+    daemonsets = _operand_daemonsets(ctx)
+    pods: list[Obj] = []
+    by_name = {name_of(n): n for n in nodes}
+    for ds in daemonsets:
+        selector = ds["spec"]["template"]["spec"]["nodeSelector"]
+        pods += [_ds_pod(ctx, ds, n) for n in gpu_names if match_labels(selector, labels_of(by_name[n]))]
+    pods += [_cuda_validator_pod(ctx, n) for n in gpu_names
+             if by_name[n]["metadata"]["labels"].get(ops.VALIDATOR.deploy_label) == "true"]
+
+    snap = ClusterSnapshot(
+        nodes=nodes,
+        pods=[op_pod] + nfd_pods + pods,
+        daemonsets=nfd_ds + daemonsets,
+        deployments=[op_dep] + nfd_deps,
+        events=[],
+        operator_pods=[op_pod],
+        nfd_pods=nfd_pods,
+        clusterpolicies=[_cluster_policy(ctx)],
+        nvidiadrivers=[_nvidia_driver_cr(ctx)] if driver == "crd" else [],
+        runtimeclasses=_runtimeclasses(ctx),
+        crds={ops.CLUSTERPOLICY_CRD, ops.NVIDIADRIVER_CRD},
+        logs={},
+        operator_namespace=namespace,
+        server="https://10.0.0.1:6443",
+        context="test",
+        kubernetes_version="v1.33.4",
+        requests=14,
+    )
+    return refresh(snap)
+
+
+# ---- keeping derived state consistent ------------------------------------------------------------------
+_CACHED = ("active_clusterpolicy", "node_by_name", "gpu_nodes", "gpu_node_names", "_pods_by_owner_uid",
+           "pods_by_node", "runtimeclass_names")
+
+
+def refresh(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """Forget the snapshot's cached lookups and recompute DaemonSet/Deployment status from the pods.
+
+    Call after adding/removing objects or changing node labels (helpers taking `snapshot` do it themselves).
+    """
+    for attr in _CACHED:
+        snapshot.__dict__.pop(attr, None)
+    for ds in snapshot.daemonsets:
+        selector = ds["spec"]["template"]["spec"].get("nodeSelector") or {}
+        targets = {name_of(n) for n in snapshot.nodes if match_labels(selector, labels_of(n))}
+        pods = [p for p in snapshot.pods_of(ds) if not p["metadata"].get("deletionTimestamp")]
+        scheduled = [p for p in pods if p["spec"].get("nodeName") in targets]
+        ready = sum(1 for p in scheduled if pod_ready(p))
+        status = {"currentNumberScheduled": len(scheduled), "desiredNumberScheduled": len(targets),
+                  "numberMisscheduled": len(pods) - len(scheduled), "numberReady": ready,
+                  "numberAvailable": ready, "updatedNumberScheduled": len(scheduled),
+                  "observedGeneration": ds["metadata"].get("generation", 1)}
+        if len(targets) - ready > 0:
+            status["numberUnavailable"] = len(targets) - ready
+        ds["status"] = status
+    for dep in snapshot.deployments:
+        sel = dep["spec"]["selector"]["matchLabels"]
+        ready = sum(1 for p in snapshot.pods_with_labels(sel) if pod_ready(p))
+        dep["status"].update({"readyReplicas": ready, "availableReplicas": ready})
+        if ready == 0:
+            dep["status"].pop("readyReplicas")
+            dep["status"].pop("availableReplicas")
+    return snapshot
+
+
+# ---- lookups --------------------------------------------------------------------------------------------
+def node(snapshot: ClusterSnapshot, name: str) -> Obj:
+    for n in snapshot.nodes:
+        if name_of(n) == name:
+            return n
+    raise LookupError(f"no node {name!r} in the snapshot")
+
+
+def pod_for(snapshot: ClusterSnapshot, app: str, node_name: str) -> Obj:
+    """The pod with label app=<app> on the node (app is the DaemonSet name, or nvidia-cuda-validator)."""
+    for p in snapshot.pods:
+        if labels_of(p).get("app") == app and p["spec"].get("nodeName") == node_name:
+            return p
+    raise LookupError(f"no pod app={app} on {node_name}")
+
+
+def daemonset(snapshot: ClusterSnapshot, name: str) -> Obj:
+    ds = snapshot.daemonset(name)
+    if ds is None:
+        raise LookupError(f"no DaemonSet {name}")
+    return ds
+
+
+# ---- faults: pods -----------------------------------------------------------------------------------------
+def _find_status(pod: Obj, key: str, container: str) -> tuple[int, Obj]:
+    for i, cs in enumerate(pod["status"].get(key) or []):
+        if cs["name"] == container:
+            return i, cs
+    raise LookupError(f"pod {name_of(pod)} has no {key} entry for {container!r}")
+
+
+def _break_state(pod: Obj, cs: Obj, reason: str, restarts: int, exit_code: int, message: str) -> None:
+    meta = pod["metadata"]
+    pod_ref = f"{meta['name']}_{meta.get('namespace', '')}({meta.get('uid', '')})"
+    cs.update({"ready": False, "started": reason == "Running", "restartCount": restarts})
+    last = {"terminated": {"exitCode": exit_code, "reason": "Error", "startedAt": T1, "finishedAt": T2,
+                           "containerID": cs.get("containerID", "")}} if restarts else {}
+    if message and last:
+        last["terminated"]["message"] = message
+    cs["lastState"] = last
+    if reason == "Running":
+        cs["state"] = {"running": {"startedAt": T2}}
+    elif reason in ("Error", "OOMKilled", "ContainerCannotRun", "StartError"):
+        cs["state"] = {"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": T1, "finishedAt": T2,
+                                      "containerID": cs.get("containerID", ""), **({"message": message}
+                                                                                    if message else {})}}
+    else:
+        waiting: Obj = {"reason": reason}
+        if reason == "CrashLoopBackOff":
+            waiting["message"] = f"back-off 5m0s restarting failed container={cs['name']} pod={pod_ref}"
+        elif message:
+            waiting["message"] = message
+        cs["state"] = {"waiting": waiting}
+
+
+def _set_conditions(pod: Obj, initialized: bool, ready: bool, not_init: list[str] | None = None) -> None:
+    msg = f"containers with incomplete status: [{' '.join(not_init)}]" if not_init else ""
+    pod["status"]["conditions"] = _conditions(initialized, ready, init_message=msg)
+
+
+def _after(snapshot: ClusterSnapshot | None, pod: Obj, container: str, log: str | None) -> None:
+    if snapshot is not None:
+        if log is not None:
+            snapshot.logs[(name_of(pod), container)] = log
+        refresh(snapshot)
+
+
+def stuck_init(pod: Obj, container: str, reason: str = "CrashLoopBackOff", restarts: int = 5, *,
+               exit_code: int = 1, message: str = "", snapshot: ClusterSnapshot | None = None,
+               log: str | None = None) -> Obj:
+    """Make the pod stop at init container `container`, the way kubelet reports it.
+
+    reason: a waiting reason (CrashLoopBackOff, ImagePullBackOff, ErrImagePull, CreateContainerConfigError),
+    a termination reason (Error, OOMKilled) or "Running" (an init container that loops, e.g. the device
+    plugin's toolkit-validation waiting for toolkit-ready). Later init and main containers wait in
+    PodInitializing, the pod is Pending and not Ready. With `snapshot`, `log` is stored as that container's
+    last log lines and DaemonSet status is recomputed.
+    """
+    idx, cs = _find_status(pod, "initContainerStatuses", container)
+    _break_state(pod, cs, reason, restarts, exit_code, message)
+    later = pod["status"]["initContainerStatuses"][idx + 1:]
+    for other in later:
+        other.update({"ready": False, "started": False, "restartCount": 0, "lastState": {},
+                      "state": {"waiting": {"reason": "PodInitializing"}}})
+        other.pop("containerID", None)
+    for other in pod["status"].get("containerStatuses") or []:
+        other.update({"ready": False, "started": False, "restartCount": 0, "lastState": {},
+                      "state": {"waiting": {"reason": "PodInitializing"}}})
+        other.pop("containerID", None)
+    pod["status"]["phase"] = "Pending"
+    _set_conditions(pod, False, False, [container] + [c["name"] for c in later])
+    _after(snapshot, pod, container, log)
+    return pod
+
+
+def crash_container(pod: Obj, container: str, reason: str = "CrashLoopBackOff", restarts: int = 5, *,
+                    exit_code: int = 1, message: str = "", snapshot: ClusterSnapshot | None = None,
+                    log: str | None = None) -> Obj:
+    """A main container failing after init completed (pod Running, not Ready)."""
+    _, cs = _find_status(pod, "containerStatuses", container)
+    _break_state(pod, cs, reason, restarts, exit_code, message)
+    pod["status"]["phase"] = "Running"
+    _set_conditions(pod, True, False)
+    _after(snapshot, pod, container, log)
+    return pod
+
+
+def set_restarts(pod: Obj, container: str, restarts: int) -> Obj:
+    """A healthy container that has restarted `restarts` times (lastState terminated Error)."""
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in pod["status"].get(key) or []:
+            if cs["name"] == container:
+                cs["restartCount"] = restarts
+                cs["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": T0,
+                                                  "finishedAt": T1}} if restarts else {}
+                return pod
+    raise LookupError(f"pod {name_of(pod)} has no container {container!r}")
+
+
+def fail_pod(pod: Obj, container: str, exit_code: int = 1, *, snapshot: ClusterSnapshot | None = None,
+             log: str | None = None) -> Obj:
+    """A run-to-completion pod (nvidia-cuda-validator) ended phase Failed, `container` terminated Error."""
+    key = "initContainerStatuses" if any(c["name"] == container for c in pod["status"].get(
+        "initContainerStatuses") or []) else "containerStatuses"
+    _, cs = _find_status(pod, key, container)
+    _break_state(pod, cs, "Error", 0, exit_code, "")
+    if key == "initContainerStatuses":
+        for other in pod["status"].get("containerStatuses") or []:
+            other.update({"ready": False, "started": False, "state": {"waiting": {"reason": "PodInitializing"}}})
+    pod["status"]["phase"] = "Failed"
+    pod["status"]["conditions"] = _conditions(key != "initContainerStatuses", False, "PodFailed")
+    _after(snapshot, pod, container, log)
+    return pod
+
+
+def set_log(snapshot: ClusterSnapshot, pod: Obj, container: str, text: str) -> None:
+    snapshot.logs[(name_of(pod), container)] = text
+
+
+def remove_pods(snapshot: ClusterSnapshot, app: str, node_name: str | None = None) -> list[Obj]:
+    """Delete the pods labelled app=<app> (on one node, or everywhere); returns what was removed."""
+    gone = [p for p in snapshot.pods if labels_of(p).get("app") == app
+            and (node_name is None or p["spec"].get("nodeName") == node_name)]
+    snapshot.pods = [p for p in snapshot.pods if p not in gone]
+    snapshot.operator_pods = [p for p in snapshot.operator_pods if p not in gone]
+    snapshot.nfd_pods = [p for p in snapshot.nfd_pods if p not in gone]
+    refresh(snapshot)
+    return gone
+
+
+def remove_daemonset(snapshot: ClusterSnapshot, name: str, with_pods: bool = True) -> None:
+    ds = daemonset(snapshot, name)
+    snapshot.daemonsets = [d for d in snapshot.daemonsets if d is not ds]
+    if with_pods:
+        app = ds["spec"]["template"]["metadata"]["labels"]["app"]
+        remove_pods(snapshot, app)
+    refresh(snapshot)
+
+
+# ---- faults: nodes, policy, DaemonSet env, cluster objects ---------------------------------------------
+def set_node_resource(snapshot: ClusterSnapshot, node_name: str, capacity: int | str | None,
+                      allocatable: int | str | None, resource: str = "nvidia.com/gpu") -> Obj:
+    """Set (None = remove) a node's extended resource in status.capacity / status.allocatable."""
+    n = node(snapshot, node_name)
+    for key, value in (("capacity", capacity), ("allocatable", allocatable)):
+        if value is None:
+            n["status"][key].pop(resource, None)
+        else:
+            n["status"][key][resource] = str(value)
+    return n
+
+
+def drop_label(snapshot: ClusterSnapshot, node_name: str, key: str) -> Obj:
+    n = node(snapshot, node_name)
+    n["metadata"]["labels"].pop(key, None)
+    refresh(snapshot)
+    return n
+
+
+def set_label(snapshot: ClusterSnapshot, node_name: str, key: str, value: str) -> Obj:
+    n = node(snapshot, node_name)
+    n["metadata"]["labels"][key] = value
+    refresh(snapshot)
+    return n
+
+
+def set_policy(snapshot: ClusterSnapshot, path: str, value: Any) -> Obj:
+    """Set ClusterPolicy spec field by dotted path ('cdi.enabled'); value None deletes the field."""
+    cp = snapshot.clusterpolicies[0]
+    cur = cp["spec"]
+    *parents, leaf = path.split(".")
+    for p in parents:
+        cur = cur.setdefault(p, {})
+    if value is None:
+        cur.pop(leaf, None)
+    else:
+        cur[leaf] = value
+    refresh(snapshot)
+    return cp
+
+
+def set_env(snapshot: ClusterSnapshot, ds_name: str, container: str, name: str, value: str | None) -> Obj:
+    """Set (None = remove) one env var of a DaemonSet's container template."""
+    ds = daemonset(snapshot, ds_name)
+    spec = ds["spec"]["template"]["spec"]
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        if c["name"] == container:
+            env = [e for e in c.get("env", []) if e["name"] != name]
+            if value is not None:
+                env.append({"name": name, "value": value})
+            c["env"] = env
+            return ds
+    raise LookupError(f"DaemonSet {ds_name} has no container {container!r}")
+
+
+def set_operator_version(snapshot: ClusterSnapshot, tag: str) -> None:
+    """Change only the operator Deployment's image tag (what checks read as the operator version)."""
+    dep = snapshot.deployment(ops.OPERATOR_DEPLOYMENT)
+    assert dep is not None
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    c["image"] = c["image"].rsplit(":", 1)[0] + ":" + tag
+
+
+def drop_runtimeclass(snapshot: ClusterSnapshot, name: str) -> None:
+    snapshot.runtimeclasses = [rc for rc in snapshot.runtimeclasses if name_of(rc) != name]
+    refresh(snapshot)
+
+
+def add_runtimeclass(snapshot: ClusterSnapshot, name: str, handler: str | None = None) -> None:
+    snapshot.runtimeclasses.append({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                                    "handler": handler or name, "metadata": {"name": name}})
+    refresh(snapshot)

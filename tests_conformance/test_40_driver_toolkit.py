@@ -1,0 +1,11 @@
+"""Layer 4, driver-toolkit: the driver (operator container or host), the container toolkit, the validator's init chain."""
+
+import pytest
+
+from gpu_conformance.model import Layer
+from gpu_conformance.plugin import layer_params
+
+
+@pytest.mark.parametrize("check_id", layer_params(Layer.DRIVER_TOOLKIT))
+def test_driver_toolkit(check_id: str, conformance, request) -> None:
+    conformance.check(check_id, request)
