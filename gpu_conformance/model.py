@@ -119,4 +119,5 @@ class Check:
         )
 
     def render_kubectl(self, namespace: str, node: str | None) -> str:
-        return self.kubectl.format(ns=namespace, node=node or "<node>")
+        # Plain replacement, not str.format: commands carry jsonpath braces of their own.
+        return self.kubectl.replace("{ns}", namespace).replace("{node}", node or "<node>")

@@ -72,5 +72,8 @@ def load_config_file(path: str) -> dict[str, Any]:
         name = str(key).replace("-", "_")
         if name not in known:
             raise UsageError(f"--conformance-config {path}: unknown option {key!r}")
+        # YAML 1.1 reads a bare yes/no as a boolean; --expect-cdi means the words.
+        if name == "expect_cdi" and isinstance(value, bool):
+            value = "yes" if value else "no"
         out[name] = value
     return out

@@ -152,7 +152,7 @@ def operator_version_known(snap: ClusterSnapshot, settings: Settings) -> list[Fi
     version = operator_version(snap)
     if not image:
         return [cluster_finding("OPR-005", Status.NA, "no operator image to read a version from (see OPR-004)")]
-    if not version or not version[:1].lstrip("v").isdigit():
+    if not version or not version.lstrip("v")[:1].isdigit():
         return [cluster_finding("OPR-005", Status.WARN,
                                 f"operator image {image} has no release tag; checks assume the newest behaviour",
                                 image=image)]

@@ -60,12 +60,13 @@ def pod_status_text(pod: Obj) -> str:
     reason = st.get("reason") or st.get("phase") or "Unknown"
     initializing = False
     inits = _init_statuses_in_spec_order(pod)
-    for i, (spec, cs) in enumerate(inits):
-        state = (cs or {}).get("state") or {}
+    reported = [(i, spec, cs) for i, (spec, cs) in enumerate(inits) if cs is not None]
+    for i, spec, cs in reported:  # like kubectl: only containers kubelet has reported on
+        state = cs.get("state") or {}
         term, waiting = state.get("terminated"), state.get("waiting")
         if term is not None and term.get("exitCode", 0) == 0:
             continue
-        if _is_sidecar(spec) and (cs or {}).get("started"):
+        if _is_sidecar(spec) and cs.get("started"):
             continue
         if term is not None:
             if term.get("reason"):

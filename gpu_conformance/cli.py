@@ -1,0 +1,115 @@
+"""`gpu-conformance`: the simulated cluster (sim up/down/profiles/faults), reports (report diff), the catalogue."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gpu_conformance.errors import EXIT_USAGE, ConformanceError
+
+DEFAULT_STATE_DIR = Path(".gpu-conformance-sim")
+
+
+def _sim_up(a: argparse.Namespace) -> int:
+    from gpu_conformance.sim.session import start_sim
+
+    state = Path(a.state_dir)
+    if (state / "pids.json").exists():
+        raise ConformanceError(f"a simulated cluster already runs from {state}; stop it with "
+                               f"`gpu-conformance sim down --state-dir {state}`")
+    booted = start_sim(a.profile, a.gpu_nodes, a.cpu_nodes, a.fault, state_dir=state, detach=True)
+    print(booted.kubeconfig)
+    return 0
+
+
+def _sim_down(a: argparse.Namespace) -> int:
+    from gpu_conformance.sim.controlplane import stop_state_dir
+
+    state = Path(a.state_dir)
+    if not state.exists():
+        print(f"no simulated cluster state in {state}", file=sys.stderr)
+        return 0
+    stop_state_dir(state)
+    print(f"stopped the simulated cluster in {state}", file=sys.stderr)
+    return 0
+
+
+def _sim_profiles(a: argparse.Namespace) -> int:
+    from gpu_conformance.sim.profiles import PROFILES
+
+    for name, p in PROFILES.items():
+        print(f"{name}\t{p.description}")
+    return 0
+
+
+def _sim_faults(a: argparse.Namespace) -> int:
+    from gpu_conformance.sim.faults import FAULTS
+
+    for name, f in FAULTS.items():
+        print(f"{name}\t{f.description}")
+    return 0
+
+
+def _report_diff(a: argparse.Namespace) -> int:
+    from gpu_conformance.report.diff import diff_runs, format_diff
+    from gpu_conformance.report.json_report import load_json
+
+    try:
+        old, new = load_json(a.old), load_json(a.new)
+    except (OSError, ValueError) as e:
+        raise ConformanceError(f"cannot read a report: {e}") from None
+    print(format_diff(diff_runs(old, new)))
+    return 0
+
+
+def _catalogue(a: argparse.Namespace) -> int:
+    from gpu_conformance import catalogue
+
+    print(catalogue.markdown_table())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpu-conformance", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sim = sub.add_parser("sim", help="the simulated GPU cluster").add_subparsers(dest="sim_cmd", required=True)
+    up = sim.add_parser("up", help="start a simulated GPU cluster in the background; prints its kubeconfig")
+    up.add_argument("--gpu-nodes", type=int, default=3)
+    up.add_argument("--cpu-nodes", type=int, default=1)
+    up.add_argument("--profile", default="default")
+    up.add_argument("--fault", action="append", default=[], help="repeatable; see `sim faults`")
+    up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
+    up.set_defaults(func=_sim_up)
+    down = sim.add_parser("down", help="stop the simulated cluster and remove its state")
+    down.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
+    down.set_defaults(func=_sim_down)
+    sim.add_parser("profiles", help="list profiles").set_defaults(func=_sim_profiles)
+    sim.add_parser("faults", help="list faults").set_defaults(func=_sim_faults)
+    rep = sub.add_parser("report", help="reports").add_subparsers(dest="report_cmd", required=True)
+    d = rep.add_parser("diff", help="what changed between two conformance.json files")
+    d.add_argument("old")
+    d.add_argument("new")
+    d.set_defaults(func=_report_diff)
+    sub.add_parser("catalogue", help="print the table of checks (markdown)").set_defaults(func=_catalogue)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_USAGE if e.code not in (0, None) else 0
+    try:
+        return int(args.func(args))
+    except ConformanceError as e:
+        print(f"gpu-conformance: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("gpu-conformance: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

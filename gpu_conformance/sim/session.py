@@ -1,0 +1,74 @@
+"""`--cluster=sim` and `gpu-conformance sim up`: boot the control plane, install the simulated operator, faults."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpu_conformance.errors import UsageError
+from gpu_conformance.settings import Settings
+
+
+class BootedSim:
+    """A running simulated GPU cluster: its kubeconfig, and how to stop it."""
+
+    def __init__(self, cluster: Any, install: Any, boot_seconds: float, install_seconds: float) -> None:
+        self.cluster = cluster
+        self.install = install
+        self.boot_seconds = boot_seconds
+        self.install_seconds = install_seconds
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster.kubeconfig
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
+def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, faults: list[str] | None = None,
+              state_dir: Path | None = None, detach: bool = False, quiet: bool = False) -> BootedSim:
+    from gpu_conformance.sim import faults as fault_catalogue
+    from gpu_conformance.sim.binaries import ensure_binaries
+    from gpu_conformance.sim.controlplane import SimCluster
+    from gpu_conformance.sim.profiles import PROFILES
+    from gpu_conformance.sim.reconcile import LOG_CONTAINERS, install
+
+    if profile not in PROFILES:
+        raise UsageError(f"unknown sim profile {profile!r} (known: {', '.join(PROFILES)})")
+    for f in faults or []:
+        if f not in fault_catalogue.FAULTS:
+            raise UsageError(f"unknown sim fault {f!r} (see: gpu-conformance sim faults)")
+    if gpu_nodes < 0 or cpu_nodes < 0:
+        raise UsageError("--sim-gpu-nodes/--sim-cpu-nodes must not be negative")
+    bin_dir = ensure_binaries()
+    t0 = time.monotonic()
+    cluster = SimCluster(state_dir=state_dir, bin_dir=bin_dir, log_containers=LOG_CONTAINERS)
+    if detach:
+        cluster.start(detach=True)
+    else:
+        cluster.start()
+    t1 = time.monotonic()
+    try:
+        inst = install(cluster.api_client(), profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes,
+                       log_writer=cluster.write_container_log)
+        for f in faults or []:
+            fault_catalogue.apply(inst, f, cluster)
+    except BaseException:
+        if not detach:
+            cluster.stop()
+        raise
+    t2 = time.monotonic()
+    if not quiet:
+        print(f"gpu-conformance: simulated cluster up in {t1 - t0:.1f}s, operator profile {profile!r} installed "
+              f"in {t2 - t1:.1f}s ({gpu_nodes} GPU + {cpu_nodes} CPU nodes"
+              f"{', faults: ' + ', '.join(faults) if faults else ''})", file=sys.stderr)
+    return BootedSim(cluster, inst, t1 - t0, t2 - t1)
+
+
+def boot_sim(settings: Settings) -> BootedSim:
+    extra = settings.extra
+    return start_sim(profile=extra.get("sim_profile", "default"), gpu_nodes=int(extra.get("sim_gpu_nodes", 3)),
+                     cpu_nodes=int(extra.get("sim_cpu_nodes", 1)), faults=list(extra.get("sim_faults") or []))

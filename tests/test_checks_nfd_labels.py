@@ -1,0 +1,126 @@
+"""Layers nfd and deploy-labels: healthy passes; lost NFD labels, missing/opted-out/paused labels, misplaced pods."""
+
+from __future__ import annotations
+
+import pytest
+from factory import drop_label, healthy_snapshot, refresh, remove_pods, set_label
+
+from gpu_conformance.checks import deploy_labels, nfd  # noqa: F401 — registers the checks
+from gpu_conformance.checks.registry import REGISTRY
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.model import Finding, Status
+from gpu_conformance.settings import Settings
+
+SETTINGS = Settings(operator_namespace="gpu-operator")
+PCI = "feature.node.kubernetes.io/pci-10de.present"
+
+
+def run(check_id: str, snap: ClusterSnapshot) -> dict[str | None, Finding]:
+    return {f.node: f for f in REGISTRY[check_id].run(refresh(snap), SETTINGS)}
+
+
+@pytest.mark.parametrize("version", ["v25.3.4", "v25.10.1", "v26.3.3", "v26.7.0"])
+@pytest.mark.parametrize("driver", ["operator", "host", "pre-installed"])
+def test_healthy_passes(version: str, driver: str) -> None:
+    snap = healthy_snapshot(version, driver=driver)
+    for cid in ("NFD-001", "NFD-002", "NFD-003", "LBL-001", "LBL-002"):
+        found = run(cid, snap)
+        assert {f.status for f in found.values()} == {Status.PASS}, (cid, [f.message for f in found.values()])
+
+
+def test_v26_7_expects_the_client_label() -> None:
+    snap = healthy_snapshot("v26.7.0")
+    drop_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.client")
+    f = run("LBL-001", snap)["gpu-node-1"]
+    assert f.status == Status.FAIL and "client" in f.message
+    # the same node on v26.3 does not need it
+    snap = healthy_snapshot("v26.3.3")
+    assert run("LBL-001", snap)["gpu-node-1"].status == Status.PASS
+
+
+def test_zero_gpu_nodes_is_a_clear_cluster_failure() -> None:
+    snap = healthy_snapshot(gpu_nodes=0)
+    f = run("NFD-001", snap)[None]
+    assert f.status == Status.FAIL and "no GPU node" in f.message
+
+
+def test_node_that_lost_nfd_label_is_still_found_and_fails() -> None:
+    snap = healthy_snapshot()
+    drop_label(snap, "gpu-node-2", PCI)
+    set_label(snap, "gpu-node-2", "nvidia.com/gpu.present", "false")
+    assert "gpu-node-2" in snap.gpu_node_names
+    f = run("NFD-003", snap)["gpu-node-2"]
+    assert f.status == Status.FAIL and "gpu.present=false" in f.message
+    assert run("NFD-003", snap)["gpu-node-1"].status == Status.PASS
+
+
+def test_gpu_present_without_nfd_evidence_fails() -> None:
+    snap = healthy_snapshot()
+    drop_label(snap, "gpu-node-1", PCI)
+    f = run("NFD-003", snap)["gpu-node-1"]
+    assert f.status == Status.FAIL and "no NFD NVIDIA PCI label" in f.message
+
+
+def test_nfd_label_without_gpu_present_fails() -> None:
+    snap = healthy_snapshot()
+    drop_label(snap, "gpu-node-3", "nvidia.com/gpu.present")
+    f = run("NFD-003", snap)["gpu-node-3"]
+    assert f.status == Status.FAIL and "has not labelled" in f.message
+
+
+def test_stock_nfd_class_labels_count() -> None:
+    snap = healthy_snapshot()
+    drop_label(snap, "gpu-node-1", PCI)
+    set_label(snap, "gpu-node-1", "feature.node.kubernetes.io/pci-0302_10de.present", "true")
+    assert run("NFD-003", snap)["gpu-node-1"].status == Status.PASS
+
+
+def test_missing_nfd_worker_fails_on_that_node() -> None:
+    snap = healthy_snapshot()
+    snap.nfd_pods[:] = [p for p in snap.nfd_pods if p["spec"].get("nodeName") != "gpu-node-2"
+                        or p["metadata"]["labels"].get("role") != "worker"]
+    found = run("NFD-002", snap)
+    assert found["gpu-node-2"].status == Status.FAIL and "no NFD worker" in found["gpu-node-2"].message
+    assert found["gpu-node-1"].status == Status.PASS
+
+
+def test_missing_deploy_label_fails() -> None:
+    snap = healthy_snapshot()
+    drop_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.container-toolkit")
+    f = run("LBL-001", snap)["gpu-node-1"]
+    assert f.status == Status.FAIL and "container-toolkit" in f.message
+
+
+def test_opt_out_is_reported_not_failed() -> None:
+    snap = healthy_snapshot()
+    set_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.device-plugin", "false")
+    f = run("LBL-001", snap)["gpu-node-1"]
+    assert f.status == Status.WARN and "device-plugin=false" in f.message
+
+
+def test_paused_for_driver_upgrade_is_transient() -> None:
+    snap = healthy_snapshot()
+    set_label(snap, "gpu-node-3", "nvidia.com/gpu.deploy.device-plugin", "paused-for-driver-upgrade")
+    set_label(snap, "gpu-node-3", "nvidia.com/gpu-driver-upgrade-state", "pod-restart-required")
+    f = run("LBL-001", snap)["gpu-node-3"]
+    assert f.status == Status.WARN and "transient" in f.message and "pod-restart-required" in f.message
+
+
+def test_operands_false_fails() -> None:
+    snap = healthy_snapshot()
+    set_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.operands", "false")
+    assert run("LBL-001", snap)["gpu-node-1"].status == Status.FAIL
+
+
+def test_labelled_node_without_pod_fails() -> None:
+    snap = healthy_snapshot()
+    remove_pods(snap, "nvidia-device-plugin-daemonset", "gpu-node-2")
+    f = run("LBL-002", snap)["gpu-node-2"]
+    assert f.status == Status.FAIL and "nvidia-device-plugin-daemonset: label true but no pod" in f.message
+
+
+def test_pod_on_node_opted_out_fails() -> None:
+    snap = healthy_snapshot()
+    set_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.gpu-feature-discovery", "false")
+    f = run("LBL-002", snap)["gpu-node-1"]
+    assert f.status == Status.FAIL and "gpu-feature-discovery" in f.message and "=false" in f.message

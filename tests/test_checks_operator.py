@@ -1,0 +1,152 @@
+"""Layer operator: each check passes on healthy installs and fails on the fault it exists for."""
+
+from __future__ import annotations
+
+import pytest
+from factory import crash_container, healthy_snapshot, pod_for, refresh, remove_daemonset, set_policy
+
+from gpu_conformance.checks import operator as opr
+from gpu_conformance.checks.registry import REGISTRY
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.model import Finding, Status
+from gpu_conformance.settings import Settings
+
+SETTINGS = Settings(operator_namespace="gpu-operator")
+VERSIONS = ["v25.3.4", "v25.10.1", "v26.3.3"]
+
+
+def run(check_id: str, snap: ClusterSnapshot) -> list[Finding]:
+    return REGISTRY[check_id].run(refresh(snap), SETTINGS)
+
+
+def statuses(findings: list[Finding]) -> set[Status]:
+    return {f.status for f in findings}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("driver", ["operator", "host", "pre-installed"])
+def test_healthy_installs_pass_every_operator_check(version: str, driver: str) -> None:
+    snap = healthy_snapshot(version, driver=driver)
+    for cid in ("OPR-001", "OPR-002", "OPR-003", "OPR-004", "OPR-005", "OPR-006", "OPR-007"):
+        assert statuses(run(cid, snap)) == {Status.PASS}, (cid, [f.message for f in run(cid, snap)])
+    assert version in run("OPR-005", snap)[0].message
+
+
+def test_crd_missing_fails() -> None:
+    snap = healthy_snapshot()
+    snap.crds.clear()
+    (f,) = run("OPR-001", snap)
+    assert f.status == Status.FAIL and "not installed" in f.message and f.node is None
+
+
+def test_no_clusterpolicy_fails_and_later_checks_say_na() -> None:
+    snap = healthy_snapshot()
+    snap.clusterpolicies.clear()
+    assert run("OPR-002", snap)[0].status == Status.FAIL
+    assert run("OPR-003", snap)[0].status == Status.NA
+    assert run("OPR-006", snap)[0].status == Status.NA
+
+
+def test_two_active_clusterpolicies_fail() -> None:
+    snap = healthy_snapshot()
+    import copy
+
+    other = copy.deepcopy(snap.clusterpolicies[0])
+    other["metadata"]["name"] = "second-policy"
+    other["metadata"]["creationTimestamp"] = "2026-10-02T00:00:00Z"
+    snap.clusterpolicies.append(other)
+    (f,) = run("OPR-002", snap)
+    assert f.status == Status.FAIL and "second-policy" in f.message
+    other["status"]["state"] = "ignored"
+    assert run("OPR-002", snap)[0].status == Status.PASS
+
+
+def _set_condition(snap: ClusterSnapshot, state: str, ready: str, reason: str, message: str,
+                   error_reason: str = "", error_message: str = "") -> None:
+    cp = snap.clusterpolicies[0]
+    cp["status"]["state"] = state
+    cp["status"]["conditions"] = [
+        {"type": "Ready", "status": ready, "reason": reason, "message": message},
+        {"type": "Error", "status": "True" if ready == "False" else "False",
+         "reason": error_reason or ("Ready" if ready == "True" else "Error"), "message": error_message},
+    ]
+
+
+def test_operand_not_ready_names_the_states() -> None:
+    snap = healthy_snapshot()
+    _set_condition(snap, "notReady", "False", "Error", "", "OperandNotReady",
+                   "ClusterPolicy is not ready; states not ready: [state-container-toolkit]")
+    (f,) = run("OPR-003", snap)
+    assert f.status == Status.FAIL and "state-container-toolkit" in f.message and "OperandNotReady" in f.message
+
+
+@pytest.mark.parametrize(("reason", "words"), [("NoGPUNodes", "NoGPUNodes"), ("NFDLabelsMissing", "Node Feature")])
+def test_ready_but_not_reconciled_fails_with_own_message(reason: str, words: str) -> None:
+    snap = healthy_snapshot()
+    _set_condition(snap, "ready", "True", reason, "x")
+    (f,) = run("OPR-003", snap)
+    assert f.status == Status.FAIL and words in f.message
+
+
+def test_operator_scaled_to_zero_fails() -> None:
+    snap = healthy_snapshot()
+    dep = snap.deployment("gpu-operator")
+    dep["spec"]["replicas"] = 0
+    dep["status"] = {"replicas": 0}
+    snap.operator_pods.clear()
+    snap.pods[:] = [p for p in snap.pods if p["metadata"].get("labels", {}).get("app") != "gpu-operator"]
+    (f,) = run("OPR-004", snap)
+    assert f.status == Status.FAIL and "scaled to 0" in f.message
+
+
+def test_operator_crashloop_fails() -> None:
+    snap = healthy_snapshot()
+    pod = snap.operator_pods[0]
+    crash_container(pod, "gpu-operator", restarts=7)
+    snap.deployment("gpu-operator")["status"]["availableReplicas"] = 0
+    (f,) = run("OPR-004", snap)
+    assert f.status == Status.FAIL and "CrashLoopBackOff" in f.message and "7" in f.message
+
+
+def test_untagged_operator_image_warns() -> None:
+    snap = healthy_snapshot()
+    dep = snap.deployment("gpu-operator")
+    dep["spec"]["template"]["spec"]["containers"][0]["image"] = "nvcr.io/nvidia/gpu-operator@sha256:abc"
+    assert run("OPR-005", snap)[0].status == Status.WARN
+
+
+def test_deleted_toolkit_daemonset_fails() -> None:
+    snap = healthy_snapshot()
+    remove_daemonset(snap, "nvidia-container-toolkit-daemonset")
+    (f,) = run("OPR-006", snap)
+    assert f.status == Status.FAIL and "nvidia-container-toolkit-daemonset" in f.message
+
+
+def test_disabled_operand_with_daemonset_fails() -> None:
+    snap = healthy_snapshot()
+    set_policy(snap, "gfd.enabled", False)
+    (f,) = run("OPR-006", snap)
+    assert f.status == Status.FAIL and "disabled" in f.message and "gpu-feature-discovery" in f.message
+
+
+def test_host_driver_mode_expects_no_driver_daemonset() -> None:
+    snap = healthy_snapshot(driver="host")
+    assert run("OPR-006", snap)[0].status == Status.PASS
+    assert snap.daemonset("nvidia-driver-daemonset") is None
+
+
+def test_dcgm_exporter_crashloop_fails_only_on_its_node() -> None:
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, "nvidia-dcgm-exporter", "gpu-node-2"), "nvidia-dcgm-exporter", restarts=9)
+    by_node = {f.node: f for f in run("OPR-007", snap)}
+    assert by_node["gpu-node-2"].status == Status.FAIL and "nvidia-dcgm-exporter" in by_node["gpu-node-2"].message
+    assert by_node["gpu-node-1"].status == Status.PASS
+
+
+def test_exporter_waiting_on_toolkit_validation_is_only_a_warning() -> None:
+    from factory import stuck_init
+
+    snap = healthy_snapshot()
+    stuck_init(pod_for(snap, "nvidia-dcgm-exporter", "gpu-node-1"), "toolkit-validation", reason="", restarts=0)
+    by_node = {f.node: f for f in run("OPR-007", snap)}
+    assert by_node["gpu-node-1"].status == Status.WARN and "toolkit-validation" in by_node["gpu-node-1"].message

@@ -1,0 +1,71 @@
+"""The verdict chain: per node the first failing layer is the root cause; later layers are blocked."""
+
+from __future__ import annotations
+
+from gpu_conformance.model import Check, Finding, Layer, Status
+from gpu_conformance.verdict import CONFORMANT, INCOMPLETE, NOT_CONFORMANT, decide
+
+CHECKS = [
+    Check("OPR-X", Layer.OPERATOR, "op", "", ""),
+    Check("DRV-X", Layer.DRIVER_TOOLKIT, "drv", "", ""),
+    Check("DPL-X", Layer.DEVICE_PLUGIN, "dp", "", ""),
+    Check("PRB-X", Layer.PROBE, "probe", "", ""),
+]
+NODES = ["n1", "n2"]
+
+
+def per_node(status_by: dict[tuple[str, str], Status]) -> list[Finding]:
+    out = [Finding("OPR-X", Status.PASS, "ok")]
+    for cid in ("DRV-X", "DPL-X", "PRB-X"):
+        for n in NODES:
+            s = status_by.get((cid, n), Status.PASS)
+            out.append(Finding(cid, s, f"{cid} {s} on {n}", node=n))
+    return out
+
+
+def test_all_pass_is_conformant() -> None:
+    v = decide(CHECKS, per_node({}), NODES)
+    assert v.overall == CONFORMANT
+    assert all(n.root_cause is None for n in v.nodes)
+    assert {o.status for o in v.outcomes.values()} == {Status.PASS}
+
+
+def test_first_failing_layer_is_root_cause_and_later_layers_blocked() -> None:
+    v = decide(CHECKS, per_node({("DRV-X", "n1"): Status.FAIL, ("DPL-X", "n1"): Status.FAIL,
+                                 ("PRB-X", "n1"): Status.FAIL}), NODES)
+    n1, n2 = v.nodes
+    assert n1.root_cause and n1.root_cause.layer == Layer.DRIVER_TOOLKIT and n1.root_cause.check_id == "DRV-X"
+    assert n1.layers[Layer.DEVICE_PLUGIN] == Status.BLOCKED and n1.layers[Layer.PROBE] == Status.BLOCKED
+    assert n2.root_cause is None and n2.layers[Layer.DEVICE_PLUGIN] == Status.PASS
+    assert v.outcomes["DRV-X"].status == Status.FAIL and v.outcomes["DRV-X"].failing_nodes == ["n1"]
+    dpl = v.outcomes["DPL-X"]
+    assert dpl.status == Status.BLOCKED and dpl.blocked_nodes == ["n1"]
+    assert dpl.reason.startswith("blocked by driver-toolkit: DRV-X fail on n1")
+    assert v.overall == NOT_CONFORMANT
+
+
+def test_later_failure_on_another_node_still_fails_its_check() -> None:
+    v = decide(CHECKS, per_node({("DRV-X", "n1"): Status.FAIL, ("DPL-X", "n1"): Status.FAIL,
+                                 ("DPL-X", "n2"): Status.FAIL}), NODES)
+    o = v.outcomes["DPL-X"]
+    assert o.status == Status.FAIL and o.failing_nodes == ["n2"] and o.blocked_nodes == ["n1"]
+    assert v.nodes[1].root_cause and v.nodes[1].root_cause.layer == Layer.DEVICE_PLUGIN
+
+
+def test_cluster_wide_failure_blocks_everything_with_one_message() -> None:
+    findings = [Finding("OPR-X", Status.FAIL, "operator scaled to 0")] + per_node({})[1:]
+    findings.append(Finding("DPL-X", Status.FAIL, "RuntimeClass nvidia missing"))
+    v = decide(CHECKS, findings, NODES)
+    assert v.cluster_blocker and v.cluster_blocker.message == "operator scaled to 0"
+    assert all(n.root_cause and n.root_cause.layer == Layer.OPERATOR for n in v.nodes)
+    assert v.outcomes["DPL-X"].status == Status.BLOCKED
+    assert "operator scaled to 0" in v.outcomes["DPL-X"].reason
+
+
+def test_warn_does_not_fail_and_missing_probe_layer_is_incomplete() -> None:
+    findings = per_node({("DPL-X", "n1"): Status.WARN})
+    v = decide(CHECKS, findings, NODES, [Layer.OPERATOR, Layer.DRIVER_TOOLKIT, Layer.DEVICE_PLUGIN,
+                                          Layer.NFD, Layer.DEPLOY_LABELS])
+    assert v.outcomes["DPL-X"].status == Status.WARN
+    assert v.nodes[0].layers[Layer.DEVICE_PLUGIN] == Status.WARN
+    assert v.overall == INCOMPLETE
