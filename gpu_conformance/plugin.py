@@ -118,8 +118,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             if _is_conformance(item):
                 item.add_marker(skip)
         return
-    explicit = any(not a.startswith("-") for a in config.invocation_params.args if a != config.getoption("cluster"))
-    if not explicit:
+    # Paths given on the command line are the user's choice; otherwise only the conformance modules run.
+    if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
         keep = [i for i in items if _is_conformance(i)]
         dropped = [i for i in items if not _is_conformance(i)]
         if dropped:
@@ -128,7 +128,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session: pytest.Session) -> None:
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """Read the cluster once, before the first check, so bad input ends the run with one line."""
     config = session.config
     if config.getoption("cluster") is None or config.option.collectonly:
@@ -152,8 +152,10 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         if tr:
             tr.write_line("")
             tr.write_line(f"gpu-conformance: {e}", red=True, bold=True)
-        session.shouldstop = str(e)
-        raise pytest.exit(str(e), returncode=e.exit_code) from None
+        else:
+            print(f"gpu-conformance: {e}", file=sys.stderr)
+        return True  # run no test; pytest_sessionfinish sets the exit code
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -246,7 +248,12 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         pass
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    error = session.config.stash.get(_ERROR_KEY, None)
+    if error is not None:
+        session.exitstatus = error.exit_code
+        return
     run = session.config.stash.get(_RUN_KEY, None)
     if run is None:
         return

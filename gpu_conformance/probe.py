@@ -14,7 +14,7 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from gpu_conformance.cluster.connect import Connection
+from gpu_conformance.cluster.connect import Connection, raw_request
 from gpu_conformance.cluster.reader import ClusterReader
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, gpu_resources, name_of
 from gpu_conformance.errors import ConformanceError
@@ -281,10 +281,8 @@ class Probe:
 
     def _logs(self, pod: str) -> str:
         try:
-            resp = self.reader.conn.api.call_api(
-                f"/api/v1/namespaces/{self.ns}/pods/{pod}/log", "GET", query_params=[("container", CONTAINER)],
-                auth_settings=["BearerToken"], _preload_content=False, _request_timeout=(5, 30))
-            data = resp[0].data if isinstance(resp, tuple) else resp.data
+            data = raw_request(self.reader.conn.api, "GET", f"/api/v1/namespaces/{self.ns}/pods/{pod}/log",
+                               [("container", CONTAINER)], timeout=(5, 30))
             return data.decode("utf-8", "replace")
         except Exception as e:  # noqa: BLE001 — logs are evidence; their absence is reported, not raised
             return f"<logs unavailable: {getattr(e, 'reason', e)}>"

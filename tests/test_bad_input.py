@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_pytest(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args,
-                           "--report-dir", str(tmp_path / "reports")],
+                           f"--report-dir={tmp_path / 'reports'}"],
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -53,7 +53,7 @@ def one_clear_line(proc: subprocess.CompletedProcess[str], words: str) -> None:
 
 
 def test_missing_kubeconfig(tmp_path: Path) -> None:
-    proc = run_pytest("--cluster=current", "--kubeconfig", str(tmp_path / "nope"), tmp_path=tmp_path)
+    proc = run_pytest("--cluster=current", f"--kubeconfig={tmp_path / 'nope'}", tmp_path=tmp_path)
     assert proc.returncode == EXIT_CLUSTER_ACCESS
     one_clear_line(proc, "not found")
 
@@ -66,7 +66,7 @@ def test_unknown_context(tmp_path: Path) -> None:
 
 def test_unreachable_api_server(tmp_path: Path) -> None:
     kc = kubeconfig(tmp_path, f"https://127.0.0.1:{free_port()}")
-    proc = run_pytest("--cluster=current", "--kubeconfig", str(kc), tmp_path=tmp_path)
+    proc = run_pytest("--cluster=current", f"--kubeconfig={kc}", tmp_path=tmp_path)
     assert proc.returncode == EXIT_CLUSTER_ACCESS
     one_clear_line(proc, "cannot reach the API server")
 

@@ -18,7 +18,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from gpu_conformance.cluster.connect import REQUEST_TIMEOUT, Connection
+from gpu_conformance.cluster.connect import Connection, raw_request
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERATOR_POD_LABEL
@@ -61,12 +61,7 @@ class ClusterReader:
               body: Any = None) -> Any:
         with self._lock:
             self.requests += 1
-        resp = self.conn.api.call_api(
-            path, method, query_params=query or [], header_params={"Accept": "application/json",
-                                                                  "Content-Type": "application/json"},
-            body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
-        )
-        data = resp[0].data if isinstance(resp, tuple) else resp.data
+        data = raw_request(self.conn.api, method, path, query, body)
         return json.loads(data) if data else {}
 
     def call(self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None,
@@ -221,13 +216,10 @@ class ClusterReader:
         def fetch(key: tuple[str, str]) -> tuple[tuple[str, str], str]:
             pod, container = key
             try:
-                resp = self.conn.api.call_api(
-                    f"/api/v1/namespaces/{ns}/pods/{pod}/log", "GET",
-                    query_params=[("container", container), ("tailLines", str(LOG_TAIL_LINES))],
-                    auth_settings=["BearerToken"], _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
                 with self._lock:
                     self.requests += 1
-                data = resp[0].data if isinstance(resp, tuple) else resp.data
+                data = raw_request(self.conn.api, "GET", f"/api/v1/namespaces/{ns}/pods/{pod}/log",
+                                   [("container", container), ("tailLines", str(LOG_TAIL_LINES))])
                 return key, data.decode("utf-8", "replace")
             except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
                 # Logs are evidence, not a requirement: a missing log must not end the run.

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ class GridRow:
     names: list[str]
     label: str
     # The full name list, only when the label had to fall back to examples ("a, b, c and 40 more").
-    full_names: str
+    full: str
     cells: list[Cell]
     driver: str
     root_cause: dict[str, Any] | None
@@ -123,6 +124,7 @@ class CheckView:
         return f"{', '.join(parts)} more finding groups not shown here; conformance.json lists every finding."
 
 
+@lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
@@ -378,7 +380,9 @@ def _verdict_detail(data: Mapping[str, Any], rows: list[GridRow]) -> str:
     failing = [n for n in nodes if n.get("root_cause")]
     verdict = str(data.get("verdict"))
     if data.get("cluster_blocker"):
-        return "The cluster is blocked: " + root_cause_sentence(data["cluster_blocker"])
+        # The banner's blocker line gives the sentence; this line says what it means for the nodes.
+        return f"A cluster-wide failure blocks all {plural(len(nodes), 'GPU node')}." if nodes \
+            else "A cluster-wide failure blocks the cluster, and no GPU nodes were found."
     if not nodes:
         return "No GPU nodes were found, so nothing could be proven."
     if failing:
@@ -452,15 +456,18 @@ def build_context(data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_html(data: Mapping[str, Any]) -> str:
-    """The page for a conformance.json dict (redacted again here: the dict may come from an old file)."""
-    clean = redact(dict(data))
+def _render(clean: Mapping[str, Any]) -> str:
     html = _environment().get_template("conformance.html.j2").render(**build_context(clean))
     return redact_markup(html)
+
+
+def render_html(data: Mapping[str, Any]) -> str:
+    """The page for a conformance.json dict (redacted here: the dict may come from an old or foreign file)."""
+    return _render(redact(dict(data)))
 
 
 def write_html(result: RunResult, report_dir: Path) -> Path:
     """Write report_dir/conformance.html and return its path."""
     path = Path(report_dir) / HTML_NAME
-    write_text_atomic(path, render_html(result_dict(result)))
+    write_text_atomic(path, _render(result_dict(result)))
     return path

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 REDACTED = "<redacted>"
@@ -53,6 +54,7 @@ def _key_words(key: str) -> list[str]:
     return [w.lower() for w in _WORD_SPLIT.split(key) if w]
 
 
+@lru_cache(maxsize=4096)
 def is_sensitive_key(key: str) -> bool:
     """True when a mapping key names a credential (token, password, client-key-data, Authorization, ...)."""
     words = _key_words(key)
@@ -63,6 +65,7 @@ def is_sensitive_key(key: str) -> bool:
     return bool(_SENSITIVE_KEY_PATTERNS.search("-".join(words)))
 
 
+@lru_cache(maxsize=4096)
 def is_credential_name(name: str) -> bool:
     """True when an env variable or command-line flag name looks like it carries a credential."""
     low = name.lower().lstrip("-")
@@ -117,18 +120,32 @@ def _kv_replace(m: re.Match[str]) -> str:
     return f"{key}{sep}{REDACTED}"
 
 
+# Words without which the key=value rule cannot match: a cheap test that spares most strings the regex.
+_KV_WORDS = ("pass", "pwd", "secret", "token", "key", "credential")
+
+
 def redact_text(s: str) -> str:
     """Mask Bearer tokens, Authorization values, JWTs, PEM blocks (plain and base64) and secret=value pairs."""
     if not s:
         return s
-    s = _PEM_BLOCK.sub(REDACTED, s)
-    s = _PEM_TRUNCATED.sub(REDACTED, s)
-    s = _PEM_BASE64.sub(REDACTED, s)
-    s = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{m.group(2) or ''}{REDACTED}", s)
-    s = _BEARER.sub(lambda m: f"{m.group(1)}{REDACTED}", s)
-    s = _JWT.sub(REDACTED, s)
-    s = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
-    s = _KEY_VALUE.sub(_kv_replace, s)
+    # Reports of big clusters hold tens of thousands of short strings; most cannot hold a secret, and the
+    # substring tests below are much cheaper than running every pattern over each of them.
+    if "-----BEGIN" in s:
+        s = _PEM_BLOCK.sub(REDACTED, s)
+        s = _PEM_TRUNCATED.sub(REDACTED, s)
+    if "LS0tLS1CRUdJT" in s:
+        s = _PEM_BASE64.sub(REDACTED, s)
+    low = s.lower()
+    if "authorization" in low:
+        s = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{m.group(2) or ''}{REDACTED}", s)
+    if "bearer" in low:
+        s = _BEARER.sub(lambda m: f"{m.group(1)}{REDACTED}", s)
+    if "eyJ" in s:
+        s = _JWT.sub(REDACTED, s)
+    if "://" in s:
+        s = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
+    if (":" in s or "=" in s) and any(w in low for w in _KV_WORDS):
+        s = _KEY_VALUE.sub(_kv_replace, s)
     return s
 
 
@@ -150,10 +167,22 @@ def redact_markup(s: str) -> str:
 
 # --- structured data -------------------------------------------------------------------------------------
 
+def _is_reference_key(key: Any) -> bool:
+    words = _key_words(key) if isinstance(key, str) else []
+    return bool(words) and words[-1] in _REFERENCE_LAST_WORDS
+
+
 def _mask_value(value: Any) -> Any:
+    """Mask everything under a credential-named key, keeping its shape and the names it refers to."""
     # None, booleans and empty strings carry no secret and say something useful ("token": null = no token).
     if value is None or isinstance(value, bool) or value == "":
         return value
+    if isinstance(value, Mapping):
+        # A volume's {"secret": {"secretName": "ngc"}} is a reference: the name helps and is not secret.
+        return {k: redact(v) if _is_reference_key(k) and not isinstance(v, Mapping | list | tuple)
+                else _mask_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_mask_value(v) for v in value]
     return REDACTED
 
 

@@ -68,6 +68,14 @@ def summary_lines_from_dict(data: Mapping[str, Any],
     failing = [n for n in nodes if n.get("root_cause")]
     if failing:
         lines.append(f"root causes ({len(failing)} of {plural(len(nodes), 'node')} failing):")
+    if blocker:
+        # Nodes whose root cause is the cluster blocker would only repeat the line above: name them once.
+        same = [n["name"] for n in failing if _rc_id(n["root_cause"]) == _rc_id(blocker)]
+        if same:
+            who = same[0] if len(same) == 1 else f"{compress_names(same)} ({len(same)} nodes)"
+            lines.append(f"  {who}: the cluster blocker above")
+        failing = [n for n in failing if _rc_id(n["root_cause"]) != _rc_id(blocker)]
+    if failing:
         if len(failing) <= MAX_NODE_LINES:
             for n in sorted(failing, key=lambda n: (layer_rank(n["root_cause"].get("layer")),
                                                     natural_key(n["name"]))):
@@ -86,6 +94,10 @@ def summary_lines_from_dict(data: Mapping[str, Any],
     for label, path in _path_items(paths):
         lines.append(f"{label}: {path}")
     return [redact_text(line) for line in lines]
+
+
+def _rc_id(rc: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    return (rc.get("layer"), rc.get("check"), rc.get("message"))
 
 
 def _path_items(paths: Iterable[Path | str] | Mapping[str, Path | str]) -> list[tuple[str, str]]:

@@ -82,8 +82,8 @@ BINARIES: tuple[Binary, ...] = (
 )
 BINARY_NAMES: tuple[str, ...] = tuple(b.name for b in BINARIES)
 
-# Cold figures measured on a 2-core machine with an empty GOCACHE; shown so nobody kills a slow build.
-_COLD_MINUTES = {"": 6, "kwok": 2}
+# Rough cold-build minutes on a 2-core machine (empty GOCACHE), shown so nobody kills a slow build.
+_COLD_MINUTES = {"kube-apiserver": 6, "etcd": 1, "kwok": 2}
 
 
 def cache_bin_dir() -> Path:
@@ -198,7 +198,7 @@ def _build(go: str, gobuild: Path, missing: list[Binary], bin_dir: Path) -> None
         groups.setdefault((binary.module_subdir, binary.ldflags), []).append(binary)
     for (subdir, ldflags), group in groups.items():
         names = ", ".join(b.name for b in group)
-        minutes = _COLD_MINUTES.get(subdir, 2)
+        minutes = sum(_COLD_MINUTES.get(b.name, 0) for b in group) or 1
         print(f"building {names} ... (first build takes ~{minutes} min; log: {log_path})",
               file=sys.stderr, flush=True)
         started = time.monotonic()

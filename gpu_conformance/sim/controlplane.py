@@ -139,9 +139,15 @@ class SimCluster:
                 self._dir_finalizer.detach()
             if not detach:
                 _register_live(self)
+            deadline = time.monotonic() + timeout
             try:
                 self._launch(bin_dir)
-                self._wait_ready(time.monotonic() + timeout)
+                self._wait_ready(deadline, only=("kube-apiserver",))
+                # kcm and the scheduler read the authentication ConfigMap once at startup and exit if
+                # the apiserver is not serving yet, hence only now.
+                for name in ("kube-controller-manager", "kube-scheduler"):
+                    self._spawn(name, self._command(name, bin_dir))
+                self._wait_ready(deadline)
             except BaseException:
                 # Covers KeyboardInterrupt during boot as well: never leave half a cluster running.
                 self.stop()
@@ -225,9 +231,8 @@ class SimCluster:
         self._write_kubeconfig()
         self._write_kwok_config()
         self._etcd_dir = _make_etcd_dir(self.state_dir)
-        # All at once: every component retries its connection to the one it depends on, and on two
-        # cores starting them in parallel is what keeps boot well under the time budget.
-        for name in COMPONENTS:
+        # Together: the apiserver retries etcd and kwok waits for the apiserver by itself.
+        for name in ("etcd", "kube-apiserver", "kwok"):
             self._spawn(name, self._command(name, bin_dir))
 
     def _command(self, name: str, bin_dir: Path) -> list[str]:
@@ -251,6 +256,14 @@ class SimCluster:
                     f"--secure-port={ports['apiserver']}", *serving,
                     f"--cert-dir={self.state_dir / 'pki'}",
                     f"--client-ca-file={pki.ca_cert}",
+                    # Front-proxy (aggregation) trust: without it kcm and the scheduler log an error
+                    # every few seconds about the missing requestheader CA.
+                    f"--requestheader-client-ca-file={pki.ca_cert}",
+                    f"--proxy-client-cert-file={pki.cert}", f"--proxy-client-key-file={pki.key}",
+                    "--requestheader-allowed-names=admin",
+                    "--requestheader-username-headers=X-Remote-User",
+                    "--requestheader-group-headers=X-Remote-Group",
+                    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                     "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                     f"--service-account-key-file={pki.sa_pub}",
                     f"--service-account-signing-key-file={pki.sa_key}",
@@ -344,9 +357,17 @@ class SimCluster:
         docs: list[str] = [yaml.safe_dump({
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokConfiguration",
+            # kwok v0.8.0 applies its option defaults only when no KwokConfiguration is given, so
+            # a config file must spell out every option that defaults to non-zero (zero
+            # parallelism is rejected; unset debugging handlers would mean no `kubectl logs`).
             "options": {"manageAllNodes": False,
                         "manageNodesWithAnnotationSelector": f"{KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
-                        "cidr": POD_CIDR, "nodeIP": LOOPBACK},
+                        "cidr": POD_CIDR, "nodeIP": LOOPBACK,
+                        "enableDebuggingHandlers": True, "enableProfilingHandler": False,
+                        "enableContentionProfiling": False,
+                        "podPlayStageParallelism": 4, "nodePlayStageParallelism": 4,
+                        "nodeLeaseParallelism": 4, "podsOnNodeSyncParallelism": 1,
+                        "enablePodsOnNodeSyncListPager": True, "enablePodsOnNodeSyncStreamWatch": False},
         }, sort_keys=False)]
         # The stages file carries its own leading "---" separators.
         docs[0] += "\n" + stages_yaml().strip("\n")
@@ -537,29 +558,31 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def _kill_all(procs: list[_Proc]) -> None:
-    """SIGTERM every group, wait up to _STOP_GRACE s, SIGKILL what is left, reap our children."""
-    targets = [p for p in procs if _ours(p)]
-    for proc in reversed(targets):  # dependents first: kwok, scheduler, kcm, apiserver, etcd
+    """Stop each group in reverse start order: SIGTERM, up to _STOP_GRACE s, then SIGKILL; reap children.
+
+    One at a time, dependents first (kwok, scheduler, kcm, apiserver, etcd): the apiserver exits in
+    about a second while etcd is still up, but stalls for seconds when etcd is killed under it.
+    """
+    for proc in reversed(procs):
+        if not _ours(proc):
+            continue
         _signal_group(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_GRACE
-    pending = list(targets)
-    while pending and time.monotonic() < deadline:
-        for proc in pending:
-            if proc.popen is not None:
-                proc.popen.poll()
-        pending = [p for p in pending if _group_alive(p.pid)]
-        if pending:
-            time.sleep(0.05)
-    for proc in pending:
-        _signal_group(proc.pid, signal.SIGKILL)
-    for proc in targets:
+        if not _wait_group_gone(proc, _STOP_GRACE):
+            _signal_group(proc.pid, signal.SIGKILL)
+            # After SIGKILL the kernel may need a moment to tear the process down and free its ports.
+            _wait_group_gone(proc, _STOP_GRACE)
+
+
+def _wait_group_gone(proc: _Proc, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
         if proc.popen is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.popen.wait(timeout=_STOP_GRACE)
-    # After SIGKILL the kernel may need a moment to tear the process down and free its ports.
-    deadline = time.monotonic() + _STOP_GRACE
-    while any(_group_alive(p.pid) for p in pending) and time.monotonic() < deadline:
-        time.sleep(0.05)
+            proc.popen.poll()  # reap our own child so it does not linger as a zombie
+        if not _group_alive(proc.pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 def _cri_lines(text: str) -> str:

@@ -30,6 +30,7 @@ class ComponentVersions:
     # The validator image moved into the operator image in v25.10.
     validator_repository: str
     validator_image: str
+    gds: str = ""  # nvidia-fs image tag (gds.version), used only when gds.enabled
 
 
 _NEW_VALIDATOR = ("nvcr.io/nvidia", "gpu-operator")
@@ -38,7 +39,7 @@ COMPONENTS: dict[str, ComponentVersions] = {
     "v25.3.4": ComponentVersions(
         "v25.3.4", "580.82.07", "v0.8.1", "v1.17.8-ubuntu20.04", "v0.17.4", "4.3.1-4.4.0-ubuntu22.04",
         "4.3.1-1-ubuntu22.04", "v0.12.3-ubuntu20.04", "v0.17.3",
-        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator"),
+        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", "2.20.5"),
     "v25.10.0": ComponentVersions(
         "v25.10.0", "580.95.05", "v0.9.0", "v1.18.0", "v0.18.0", "4.4.1-4.6.0-distroless",
         "4.4.1-2-ubuntu22.04", "v0.13.0", "v0.18.2", *_NEW_VALIDATOR),
@@ -50,10 +51,10 @@ COMPONENTS: dict[str, ComponentVersions] = {
         "4.5.2-1-ubuntu22.04", "v0.14.0", "0.18.3", *_NEW_VALIDATOR),
     "v26.3.3": ComponentVersions(
         "v26.3.3", "580.126.20", "v0.11.0", "v1.19.1", "v0.19.3", "4.5.3-4.8.2-distroless",
-        "4.5.2-1-ubuntu22.04", "v0.14.2", "0.18.3", *_NEW_VALIDATOR),
+        "4.5.2-1-ubuntu22.04", "v0.14.2", "0.18.3", *_NEW_VALIDATOR, "2.27.3"),
     "v26.7.0": ComponentVersions(
         "v26.7.0", "595.91.07", "v0.12.0", "v1.20.0", "v0.20.0", "4.6.0-4.8.3-distroless",
-        "4.6.0-1-ubuntu24.04", "v0.15.0", "0.19.0", *_NEW_VALIDATOR),
+        "4.6.0-1-ubuntu24.04", "v0.15.0", "0.19.0", *_NEW_VALIDATOR, "2.29.4"),
 }
 
 
@@ -151,6 +152,9 @@ class Profile:
     cdi_enabled: bool | None = None
     nri_plugin_enabled: bool = False
     mig_strategy: str = "single"
+    # GPUDirect Storage / GDRCopy (Helm default off). Before v26.3 they add validator init containers.
+    gds_enabled: bool = False
+    gdrcopy_enabled: bool = False
     # devicePlugin.config: time-slicing replicas of nvidia.com/gpu (None = no config, no config-manager).
     time_slicing_replicas: int | None = None
     time_slicing_config_name: str = "time-slicing-config-all"
@@ -249,9 +253,10 @@ _add(Profile(
 ))
 _add(Profile(
     "v25.3-no-cdi",
-    "v25.3.4 with its Helm defaults: cdi.enabled=false, the toolkit makes `nvidia` containerd's "
-    "default runtime and the device plugin passes GPUs by envvar; validator has nvidia-fs-validation.",
-    operator_version="v25.3.4", gpu_hardware=(T4X4,),
+    "v25.3.4 with its Helm defaults (cdi.enabled=false: the toolkit makes `nvidia` containerd's default "
+    "runtime and the device plugin passes GPUs by envvar) plus gds.enabled=true, so the validator runs "
+    "v25.3's nvidia-fs-validation and the driver pod an nvidia-fs-ctr.",
+    operator_version="v25.3.4", gpu_hardware=(T4X4,), gds_enabled=True,
     lacks=("RuntimeClasses nvidia-cdi and nvidia-legacy (CDI off)",
            "native CDI injection: workloads get GPUs through the nvidia default runtime"),
 ))

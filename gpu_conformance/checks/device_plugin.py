@@ -1,0 +1,483 @@
+"""Layer 5: the device plugin advertises the GPUs, GFD labels them, and the runtime wiring (CDI, RuntimeClasses)
+matches what the operator version and the ClusterPolicy ask for.
+
+`nvidia.com/gpu.present=true` only says the hardware was detected; a GPU is usable by pods when the node's
+capacity AND allocatable carry the GPU resource. Since v25.10 CDI is the default: the device plugin hands out CDI
+devices (DEVICE_LIST_STRATEGY=cdi-annotations,cdi-cri) and containerd injects them, so workloads need no
+runtimeClassName (facts §6b, §6d, §6e).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_conformance import operands as ops
+from gpu_conformance.checks.common import operator_version
+from gpu_conformance.checks.driver_toolkit import (
+    app_pod,
+    label_gate,
+    logs_cmd,
+    missing_pod_finding,
+    namespace,
+    node_labels,
+    operator_version_tuple,
+    pod_problem,
+    problem_finding,
+    restart_warn_or_pass,
+    stage_message,
+    validator_chain,
+    with_log,
+)
+from gpu_conformance.checks.registry import check
+from gpu_conformance.cluster.podstate import pod_ready, pod_status_text, stuck_init_container
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.settings import Settings
+
+Obj = dict[str, Any]
+L = Layer.DEVICE_PLUGIN
+GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"
+MIG_PREFIX = "nvidia.com/mig-"
+DP_CONTAINER = "nvidia-device-plugin"
+CDI_DEFAULT_FROM = (25, 10, 0)   # spec.cdi.enabled kubebuilder default true from here, false before
+GFD_REQUIRED = (("nvidia.com/gpu.product",), ("nvidia.com/gpu.count",), ("nvidia.com/gpu.memory",),
+                ("nvidia.com/cuda.driver-version.full", "nvidia.com/cuda.driver-version.major",
+                 "nvidia.com/cuda.driver.major"))
+HINT_PRESENT = ("`nvidia.com/gpu.present=true` only means the GPU hardware was detected, not that installation is "
+                "done: look at allocatable and the validator. If the plugin's connection to kubelet drops, kubelet "
+                "marks the devices unhealthy (allocatable 0) and removes the resource after 5 minutes.")
+HINT_CDI = ("From v25.10 CDI is the default: the toolkit no longer makes `nvidia` the default runtime, the device "
+            "plugin passes CDI device names (DEVICE_LIST_STRATEGY=cdi-annotations,cdi-cri) and containerd/CRI-O "
+            "inject the GPU, so workloads need no runtimeClassName. Do not override DEVICE_LIST_STRATEGY in "
+            "devicePlugin.env; keep spec.cdi.enabled and the plugin in agreement.")
+
+
+# ---- helpers -------------------------------------------------------------------------------------------
+def _qty(value: Any) -> int:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def gpu_resources(node: Obj) -> list[str]:
+    """GPU resource names on the node: nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<profile>."""
+    st = node.get("status", {})
+    keys = set(st.get("capacity") or {}) | set(st.get("allocatable") or {})
+    return sorted(k for k in keys if k in (GPU, GPU_SHARED) or k.startswith(MIG_PREFIX))
+
+
+def _cap_alloc(node: Obj, resource: str) -> tuple[str | None, str | None]:
+    st = node.get("status", {})
+    return (st.get("capacity") or {}).get(resource), (st.get("allocatable") or {}).get(resource)
+
+
+def cdi_policy(snapshot: ClusterSnapshot) -> tuple[bool, str]:
+    """CDI on/off per the ClusterPolicy, with where that came from (the field, or the version's default)."""
+    value = snapshot.policy_spec("cdi", "enabled")
+    if value is not None:
+        return bool(value), f"spec.cdi.enabled={str(bool(value)).lower()}"
+    on = operator_version_tuple(snapshot) >= CDI_DEFAULT_FROM
+    return on, f"spec.cdi.enabled unset (default {str(on).lower()} for operator {operator_version(snapshot) or '?'})"
+
+
+def nri_mode(snapshot: ClusterSnapshot) -> bool:
+    return bool(snapshot.policy_spec("cdi", "nriPluginEnabled"))
+
+
+def device_plugin_env(snapshot: ClusterSnapshot) -> dict[str, str] | None:
+    """The env of the device plugin DaemonSet's plugin container; None when there is no such DaemonSet."""
+    ds = snapshot.daemonset(ops.DEVICE_PLUGIN.daemonset)
+    if ds is None:
+        return None
+    containers = ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+    ctr = next((c for c in containers if c.get("name") == DP_CONTAINER), containers[0] if containers else {})
+    return {e.get("name", ""): str(e.get("value", "")) for e in ctr.get("env") or [] if "value" in e}
+
+
+def expected_list_strategy(version: tuple[int, int, int], cdi: bool) -> str:
+    if not cdi:
+        return "envvar"
+    return "cdi-annotations,cdi-cri" if version >= CDI_DEFAULT_FROM else "envvar,cdi-annotations"
+
+
+def strategy_uses_cdi(strategy: str) -> bool:
+    return any(s.strip() in ("cdi-annotations", "cdi-cri") for s in strategy.split(","))
+
+
+def _dp_enabled(snapshot: ClusterSnapshot) -> bool:
+    return snapshot.policy_enabled("devicePlugin", True)
+
+
+def _gfd_enabled(snapshot: ClusterSnapshot) -> bool:
+    return snapshot.policy_enabled("gfd", True)
+
+
+# ---- per-node checks -------------------------------------------------------------------------------------
+@check("DPL-001", L, "Device plugin pod Ready",
+       hint="The device plugin waits in toolkit-validation until the validator has written toolkit-ready: a plugin "
+            "in Init:0/1 is blocked upstream — fix the driver, then the toolkit (driver → toolkit → plugin).",
+       kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-device-plugin-daemonset "
+               "--field-selector spec.nodeName={node}",
+       detects="device plugin pod missing, waiting in toolkit-validation (blocked upstream), config-manager-init "
+               "stuck or nvidia-device-plugin crash-looping; WARN on restarts")
+def device_plugin_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    ns = namespace(snapshot, settings)
+    out = []
+    for node in snapshot.gpu_node_names:
+        if not _dp_enabled(snapshot):
+            out.append(Finding("DPL-001", Status.NA, f"{node}: ClusterPolicy spec.devicePlugin.enabled=false — no "
+                               "operator device plugin; GPUs must be advertised by another plugin", node=node,
+                               evidence={"object": "ClusterPolicy", "field": "spec.devicePlugin.enabled",
+                                         "observed": False, "expected": True}))
+            continue
+        gate = label_gate("DPL-001", snapshot, node, ops.DEVICE_PLUGIN)
+        if gate is not None:
+            out.append(gate)
+            continue
+        pod = app_pod(snapshot, ops.DEVICE_PLUGIN.app, node)
+        if pod is None:
+            out.append(missing_pod_finding("DPL-001", snapshot, ns, node, ops.DEVICE_PLUGIN, "device plugin",
+                                           f"app={ops.DEVICE_PLUGIN.app}"))
+        elif not pod_ready(pod):
+            p = pod_problem(snapshot, pod)
+            if p.stage == "toolkit-validation":
+                meaning = ("toolkit-ready was never written on this node — blocked upstream (driver → toolkit), "
+                           "see the driver-toolkit layer")
+            elif p.stage == "config-manager-init":
+                cfg = snapshot.policy_spec("devicePlugin", "config", "name") or "?"
+                meaning = f"the device plugin config (ConfigMap {cfg}) could not be loaded"
+            else:
+                meaning = "the plugin cannot start or register with kubelet (read its log: NVML init, CDI spec)"
+            out.append(problem_finding("DPL-001", snapshot, ns, node, pod, "device plugin pod", meaning, ""))
+        else:
+            out.append(restart_warn_or_pass("DPL-001", ns, node, pod, "device plugin pod"))
+    return out
+
+
+def _expected_resource(snapshot: ClusterSnapshot) -> str:
+    if snapshot.policy_spec("mig", "strategy") == "mixed":
+        return f"{GPU} or {MIG_PREFIX}<profile>"
+    return f"{GPU} (or {GPU_SHARED} when renamed)"
+
+
+@check("DPL-002", L, "GPU resource advertised in capacity and allocatable",
+       hint=HINT_PRESENT,
+       kubectl="kubectl get node {node} -o jsonpath='{{.status.capacity}}{{\"\\n\"}}{{.status.allocatable}}'",
+       detects="GPU node whose capacity or allocatable lacks nvidia.com/gpu (nvidia.com/mig-*, nvidia.com/gpu.shared)"
+               " or has it at 0")
+def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    out = []
+    for node in snapshot.gpu_node_names:
+        n = snapshot.node_by_name[node]
+        resources = gpu_resources(n)
+        quantities = {r: dict(zip(("capacity", "allocatable"), _cap_alloc(n, r), strict=True)) for r in resources}
+        good = [r for r in resources if _qty(quantities[r]["capacity"]) > 0 and _qty(quantities[r]["allocatable"]) > 0]
+        ev = {"object": f"Node/{node}", "field": "status.capacity / status.allocatable",
+              "observed": quantities or "no GPU resource", "expected": f"{_expected_resource(snapshot)} > 0"}
+        if good:
+            shown = ", ".join(f"{r} capacity {quantities[r]['capacity']}, allocatable {quantities[r]['allocatable']}"
+                              for r in good)
+            out.append(Finding("DPL-002", Status.PASS, f"{node} advertises {shown}", node=node, evidence=ev))
+            continue
+        if not _dp_enabled(snapshot):
+            out.append(Finding("DPL-002", Status.NA, f"{node}: no GPU resource advertised, and the operator's device "
+                               "plugin is disabled (spec.devicePlugin.enabled=false)", node=node, evidence=ev))
+            continue
+        if resources:
+            shown = "; ".join(f"{r} capacity={q['capacity'] or 'absent'}, allocatable={q['allocatable'] or 'absent'}"
+                              for r, q in quantities.items())
+            why = ("kubelet counts no healthy device: the plugin's connection dropped or every device is unhealthy"
+                   if any(_qty(q["capacity"]) > 0 for q in quantities.values()) else "the plugin registered no device")
+        else:
+            shown = f"{GPU} capacity=absent, allocatable=absent"
+            why = "the device plugin never registered with kubelet on this node"
+        present = node_labels(snapshot, node).get("nvidia.com/gpu.present")
+        msg = (f"{node} advertises no usable GPU: {shown} (expected {_expected_resource(snapshot)} > 0) — {why}; "
+               f"nvidia.com/gpu.present={present} only means the hardware was detected")
+        out.append(Finding("DPL-002", Status.FAIL, msg, node=node, evidence=ev,
+                           kubectl=f"kubectl describe node {node}"))
+    return out
+
+
+@check("DPL-003", L, "Allocatable GPUs equal capacity",
+       hint="Allocatable below capacity means kubelet holds back devices the plugin reported unhealthy (XID errors, "
+            "a GPU fallen off the bus, a lost plugin connection). Read the device plugin log and `nvidia-smi -q` "
+            "on the node.",
+       kubectl="kubectl describe node {node}",
+       detects="allocatable nvidia.com/gpu (or mig-*/gpu.shared) below capacity: unhealthy devices")
+def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    ns = namespace(snapshot, settings)
+    out = []
+    for node in snapshot.gpu_node_names:
+        n = snapshot.node_by_name[node]
+        resources = [r for r in gpu_resources(n) if _qty(_cap_alloc(n, r)[0]) > 0]
+        if not resources:
+            out.append(Finding("DPL-003", Status.NA, f"{node}: no GPU resource in capacity (see DPL-002)", node=node))
+            continue
+        short = []
+        for r in resources:
+            cap, alloc = (_qty(q) for q in _cap_alloc(n, r))
+            if alloc < cap:
+                short.append((r, cap, alloc))
+        ev = {"object": f"Node/{node}", "field": "status.allocatable",
+              "observed": {r: _cap_alloc(n, r)[1] for r in resources},
+              "expected": {r: _cap_alloc(n, r)[0] for r in resources}}
+        if short:
+            parts = [f"{r} allocatable {a} < capacity {c}: {c - a} of {c} devices unhealthy" for r, c, a in short]
+            pod = app_pod(snapshot, ops.DEVICE_PLUGIN.app, node)
+            out.append(Finding("DPL-003", Status.FAIL, f"{node}: " + "; ".join(parts) + " (kubelet withholds "
+                               "devices the device plugin reports unhealthy)", node=node, evidence=ev,
+                               kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}"))
+        else:
+            out.append(Finding("DPL-003", Status.PASS, f"{node}: allocatable equals capacity for "
+                               f"{', '.join(resources)}", node=node, evidence=ev))
+    return out
+
+
+@check("DPL-004", L, "Advertised GPU count matches GFD",
+       hint="GFD counts the GPUs NVML sees; the device plugin advertises count × time-slicing/MPS replicas "
+            "(per MIG profile under the mixed strategy). A shortfall means the plugin skipped devices (failed NVML "
+            "init, excluded or unhealthy at start).",
+       kubectl="kubectl get node {node} -L nvidia.com/gpu.count,nvidia.com/gpu.replicas,nvidia.com/gpu.product",
+       detects="capacity differs from nvidia.com/gpu.count × nvidia.com/gpu.replicas (or nvidia.com/mig-<p>.count)")
+def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    out = []
+    for node in snapshot.gpu_node_names:
+        n = snapshot.node_by_name[node]
+        labels = node_labels(snapshot, node)
+        cap = n.get("status", {}).get("capacity") or {}
+        if not _gfd_enabled(snapshot):
+            out.append(Finding("DPL-004", Status.NA, f"{node}: GFD disabled (spec.gfd.enabled=false), no "
+                               "nvidia.com/gpu.count to compare with", node=node))
+            continue
+        mig_counts = {k[: -len(".count")]: v for k, v in labels.items()
+                      if k.startswith(MIG_PREFIX) and k.endswith(".count")}
+        if snapshot.policy_spec("mig", "strategy") == "mixed" and mig_counts:
+            pairs = [(res, _qty(v), cap.get(res)) for res, v in sorted(mig_counts.items())]
+            basis = "per MIG profile (mixed strategy)"
+        elif "nvidia.com/gpu.count" in labels:
+            count, replicas = _qty(labels["nvidia.com/gpu.count"]), max(_qty(labels.get("nvidia.com/gpu.replicas")), 1)
+            res = GPU_SHARED if GPU_SHARED in cap else GPU
+            pairs = [(res, count * replicas, cap.get(res))]
+            basis = f"nvidia.com/gpu.count={count} × nvidia.com/gpu.replicas={replicas}"
+        else:
+            out.append(Finding("DPL-004", Status.NA, f"{node}: no GFD count label (see DPL-005)", node=node))
+            continue
+        if all(observed is None for _, _, observed in pairs):
+            out.append(Finding("DPL-004", Status.NA, f"{node}: no GPU resource in capacity to compare (see DPL-002)",
+                               node=node))
+            continue
+        bad = [(r, e, o) for r, e, o in pairs if _qty(o) != e]
+        ev = {"object": f"Node/{node}", "field": "status.capacity", "observed": {r: o for r, _, o in pairs},
+              "expected": {r: str(e) for r, e, _ in pairs}, "basis": basis}
+        if bad:
+            parts = [f"capacity {r}={o if o is not None else 'absent'} but GFD expects {e}" for r, e, o in bad]
+            out.append(Finding("DPL-004", Status.FAIL, f"{node}: " + "; ".join(parts) + f" ({basis}): the device "
+                               "plugin does not advertise every GPU GFD sees", node=node, evidence=ev))
+        else:
+            shown = ", ".join(f"{r}={o}" for r, _, o in pairs)
+            out.append(Finding("DPL-004", Status.PASS, f"{node}: capacity {shown} matches GFD ({basis})", node=node,
+                               evidence=ev))
+    return out
+
+
+@check("DPL-005", L, "GFD labels present",
+       hint="GFD publishes its labels through NFD (NodeFeature CR nvidia-features-for-<node>); nfd-master must accept "
+            "the nvidia.com namespace (the operator's chart sets extraLabelNs). A GFD pod in Init:0/1 is blocked "
+            "upstream by toolkit-validation.",
+       kubectl="kubectl get node {node} -o json | grep -o 'nvidia.com/[a-z.-]*'",
+       detects="GPU node without nvidia.com/gpu.product, gpu.count, gpu.memory or cuda.driver-version.* while GFD "
+               "is enabled")
+def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    ns = namespace(snapshot, settings)
+    out = []
+    for node in snapshot.gpu_node_names:
+        if not _gfd_enabled(snapshot):
+            out.append(Finding("DPL-005", Status.NA, f"{node}: GFD disabled (spec.gfd.enabled=false)", node=node))
+            continue
+        gate = label_gate("DPL-005", snapshot, node, ops.GFD)
+        if gate is not None:
+            out.append(gate)
+            continue
+        labels = node_labels(snapshot, node)
+        missing = [alts[0] for alts in GFD_REQUIRED if not any(a in labels for a in alts)]
+        ev = {"object": f"Node/{node}", "field": "metadata.labels", "observed": {
+            a: labels.get(a) for alts in GFD_REQUIRED for a in alts[:1]}, "expected": [a[0] for a in GFD_REQUIRED]}
+        if not missing:
+            cuda = next(labels[a] for a in GFD_REQUIRED[3] if a in labels)
+            out.append(Finding("DPL-005", Status.PASS, f"{node}: GFD labels present ({labels['nvidia.com/gpu.product']}"
+                               f" × {labels['nvidia.com/gpu.count']}, {labels['nvidia.com/gpu.memory']} MiB, "
+                               f"driver {cuda})", node=node, evidence=ev))
+            continue
+        pod = app_pod(snapshot, ops.GFD.app, node)
+        if pod is None:
+            state = "no gpu-feature-discovery pod on the node"
+            cmd = f"kubectl -n {ns} get pods -o wide -l app={ops.GFD.app} --field-selector spec.nodeName={node}"
+        elif not pod_ready(pod):
+            state = f"gpu-feature-discovery pod {name_of(pod)} {pod_problem(snapshot, pod).summary}"
+            cmd = f"kubectl -n {ns} describe pod {name_of(pod)}"
+        else:
+            state = (f"gpu-feature-discovery pod {name_of(pod)} is Ready, so NFD did not apply its labels "
+                     "(nfd-master extraLabelNs / NodeFeature API)")
+            cmd = logs_cmd(ns, pod, "gpu-feature-discovery")
+        ev["gfd_pod"] = state
+        out.append(Finding("DPL-005", Status.FAIL, f"{node} lacks GFD labels {', '.join(missing)}: {state}",
+                           node=node, evidence=ev, kubectl=cmd))
+    return out
+
+
+@check("DPL-006", L, "Validator plugin-validation completed",
+       hint="plugin-validation polls the node's capacity (30 × 5 s) for nvidia.com/gpu or nvidia.com/mig-*; it "
+            "fails when the device plugin has not registered — look at the device plugin pod first.",
+       kubectl="kubectl -n {ns} logs -l app=nvidia-operator-validator -c plugin-validation",
+       detects="validator stuck in plugin-validation: the device plugin has not advertised GPUs")
+def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    ns = namespace(snapshot, settings)
+    out = []
+    for node in snapshot.gpu_node_names:
+        if not _dp_enabled(snapshot):
+            out.append(Finding("DPL-006", Status.NA, f"{node}: plugin-validation is removed from the validator when "
+                               "spec.devicePlugin.enabled=false", node=node))
+            continue
+        gate = label_gate("DPL-006", snapshot, node, ops.VALIDATOR)
+        if gate is not None:
+            out.append(gate)
+            continue
+        pod = app_pod(snapshot, ops.VALIDATOR.app, node)
+        if pod is None:
+            out.append(Finding("DPL-006", Status.NA, f"{node}: no validator pod (see DRV-004)", node=node))
+            continue
+        chain = validator_chain(pod)
+        stuck = stuck_init_container(pod)
+        ev: dict[str, Any] = {"object": f"Pod/{name_of(pod)}", "field": "status.initContainerStatuses"
+                              "[plugin-validation]", "expected": "completed", "status": pod_status_text(pod)}
+        if "plugin-validation" not in chain:
+            ev["observed"] = "absent"
+            out.append(Finding("DPL-006", Status.WARN, f"{node}: validator {name_of(pod)} has no plugin-validation "
+                               "although the device plugin is enabled, so GPU advertisement is not validated",
+                               node=node, evidence=ev))
+        elif stuck is None:
+            ev["observed"] = "completed"
+            out.append(Finding("DPL-006", Status.PASS, f"{node}: validator {name_of(pod)} completed "
+                               "plugin-validation", node=node, evidence=ev))
+        elif stuck["name"] != "plugin-validation":
+            ev["observed"] = f"not reached (stuck in {stuck['name']})"
+            out.append(Finding("DPL-006", Status.NA, f"{node}: plugin-validation not reached — validator stuck "
+                               f"earlier in {stuck['name']} (see DRV-004)", node=node, evidence=ev))
+        else:
+            log = snapshot.logs.get((name_of(pod), "plugin-validation")) or ""
+            ev.update({"observed": f"{stuck['state']} {stuck['reason']}".strip(), "stage": "plugin-validation",
+                       "state": stuck["state"], "reason": stuck["reason"], "exit_code": stuck["exit_code"],
+                       "restarts": stuck["restarts"]})
+            if log:
+                ev["log"] = log
+            out.append(Finding("DPL-006", Status.FAIL, with_log(f"{node}: {stage_message(snapshot, pod, stuck)}", log),
+                               node=node, evidence=ev,
+                               kubectl=logs_cmd(ns, pod, "plugin-validation",
+                                                previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))
+    return out
+
+
+# ---- cluster-wide checks -----------------------------------------------------------------------------------
+@check("DPL-007", L, "CDI mode consistent and as expected",
+       hint=HINT_CDI,
+       kubectl="kubectl get clusterpolicy -o jsonpath='{{.items[0].spec.cdi}}' ; kubectl -n {ns} get ds "
+               "nvidia-device-plugin-daemonset -o jsonpath='{{.spec.template.spec.containers[0].env}}'",
+       detects="ClusterPolicy CDI setting and the device plugin's DEVICE_LIST_STRATEGY disagree, or differ from "
+               "--expect-cdi (e.g. CDI expected but the plugin on envvar: a probe without runtimeClassName gets "
+               "no GPU)")
+def cdi_mode(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    ns = namespace(snapshot, settings)
+    version = operator_version_tuple(snapshot)
+    vtext = operator_version(snapshot) or "unknown (newest behaviour assumed)"
+    policy_cdi, source = cdi_policy(snapshot)
+    env = device_plugin_env(snapshot)
+    strategy = None if env is None else env.get("DEVICE_LIST_STRATEGY", "envvar")
+    plugin_cdi = None if strategy is None else strategy_uses_cdi(strategy)
+    expected_strategy = expected_list_strategy(version, policy_cdi)
+    ev = {"object": "ClusterPolicy + DaemonSet/" + ops.DEVICE_PLUGIN.daemonset,
+          "field": "spec.cdi.enabled, env DEVICE_LIST_STRATEGY",
+          "observed": {"cdi": source, "DEVICE_LIST_STRATEGY": strategy, "operator_version": vtext},
+          "expected": {"expect_cdi": settings.expect_cdi, "DEVICE_LIST_STRATEGY": expected_strategy}}
+    cmd = (f"kubectl -n {ns} get ds {ops.DEVICE_PLUGIN.daemonset} -o jsonpath="
+           "'{.spec.template.spec.containers[0].env}'")
+    no_gpu = ("so a probe without runtimeClassName gets no GPU: with CDI the nvidia runtime is not the default, "
+              "and runc ignores NVIDIA_VISIBLE_DEVICES")
+
+    def fail(msg: str) -> list[Finding]:
+        return [Finding("DPL-007", Status.FAIL, msg, evidence=ev, kubectl=cmd)]
+
+    if settings.expect_cdi == "yes" and not policy_cdi:
+        return fail(f"CDI expected (--expect-cdi=yes) but the ClusterPolicy has it off ({source}); operator {vtext}")
+    if settings.expect_cdi == "yes" and plugin_cdi is False:
+        return fail(f"CDI expected (--expect-cdi=yes) but the device plugin is on envvar "
+                    f"(DEVICE_LIST_STRATEGY={strategy}), {no_gpu}")
+    if settings.expect_cdi == "no" and (policy_cdi or plugin_cdi):
+        return fail(f"CDI not expected (--expect-cdi=no) but it is on ({source}, DEVICE_LIST_STRATEGY={strategy}): "
+                    "GPUs are injected by the runtime's CDI support (containerd ≥ 1.7 enable_cdi), not by the "
+                    "nvidia runtime")
+    if plugin_cdi is not None and policy_cdi and not plugin_cdi:
+        tail = no_gpu if version >= CDI_DEFAULT_FROM else "so GPUs are not handed out as CDI devices"
+        return fail(f"ClusterPolicy enables CDI ({source}) but the device plugin is on envvar "
+                    f"(DEVICE_LIST_STRATEGY={strategy}), {tail}")
+    if plugin_cdi and not policy_cdi:
+        return fail(f"the device plugin hands out CDI devices (DEVICE_LIST_STRATEGY={strategy}) but the ClusterPolicy "
+                    f"has CDI off ({source}): the runtime was not set up for CDI (enable_cdi), so GPU containers fail "
+                    "to start or get no GPU")
+    mode = "on" if policy_cdi else "off"
+    if strategy is None:
+        return [Finding("DPL-007", Status.PASS, f"CDI {mode} ({source}); no device plugin DaemonSet to compare",
+                        evidence=ev)]
+    if strategy.replace(" ", "") != expected_strategy:
+        return [Finding("DPL-007", Status.WARN, f"CDI {mode} ({source}) and the device plugin agree, but "
+                        f"DEVICE_LIST_STRATEGY={strategy} differs from what operator {vtext} renders "
+                        f"({expected_strategy}); overridden in devicePlugin.env?", evidence=ev, kubectl=cmd)]
+    return [Finding("DPL-007", Status.PASS, f"CDI {mode} ({source}); device plugin DEVICE_LIST_STRATEGY={strategy} "
+                    f"as operator {vtext} renders it", evidence=ev)]
+
+
+@check("DPL-008", L, "RuntimeClasses as the mode requires",
+       hint="The operator creates RuntimeClass `nvidia` (spec.operator.runtimeClass), plus `nvidia-cdi` and "
+            "`nvidia-legacy` when CDI is on, and none in NRI plugin mode. Operands (validator, device plugin, GFD, "
+            "DCGM) run with runtimeClassName nvidia and fail with 'RuntimeClass not found' without it.",
+       kubectl="kubectl get runtimeclass -o wide",
+       detects="RuntimeClass nvidia (or nvidia-cdi/nvidia-legacy with CDI) missing or with a wrong handler; "
+               "WARN on leftovers (CDI off, NRI mode)")
+def runtimeclasses(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    present = {name_of(rc): rc.get("handler") for rc in snapshot.runtimeclasses}
+    nvidia_like = sorted(n for n in present if n.startswith("nvidia"))
+    if nri_mode(snapshot):
+        ev = {"object": "RuntimeClass", "field": "names", "observed": nvidia_like, "expected": [],
+              "mode": "NRI plugin (spec.cdi.nriPluginEnabled=true)"}
+        if nvidia_like:
+            return [Finding("DPL-008", Status.WARN, f"NRI plugin mode creates no RuntimeClasses, but "
+                            f"{', '.join(nvidia_like)} exist (left over; operands no longer use them)", evidence=ev)]
+        return [Finding("DPL-008", Status.PASS, "NRI plugin mode: no RuntimeClasses expected, none present",
+                        evidence=ev)]
+    cdi, source = cdi_policy(snapshot)
+    main = snapshot.policy_spec("operator", "runtimeClass") or "nvidia"
+    expected = [main] + (["nvidia-cdi", "nvidia-legacy"] if cdi else [])
+    ev = {"object": "RuntimeClass", "field": "metadata.name / handler", "observed": present,
+          "expected": {n: n for n in expected}, "mode": f"CDI {'on' if cdi else 'off'} ({source})"}
+    missing = [n for n in expected if n not in present]
+    wrong = [n for n in expected if n in present and present[n] != n]
+    if missing or wrong:
+        parts = []
+        if missing:
+            parts.append(f"RuntimeClass {', '.join(missing)} missing")
+        if wrong:
+            parts.append(", ".join(f"RuntimeClass {n} has handler {present[n]!r} (expected {n!r}, the handler the "
+                                   "toolkit writes)" for n in wrong))
+        why = (f"operand pods with runtimeClassName {main} cannot start" if main in missing
+               else "the operator creates these when CDI is on")
+        return [Finding("DPL-008", Status.FAIL, f"{'; '.join(parts)} (CDI {'on' if cdi else 'off'}: expected "
+                        f"{', '.join(expected)}; found {', '.join(sorted(present)) or 'none'}): {why}", evidence=ev)]
+    leftover = [n for n in ("nvidia-cdi", "nvidia-legacy") if n in present and n not in expected]
+    if leftover:
+        return [Finding("DPL-008", Status.WARN, f"RuntimeClass {', '.join(leftover)} exist although CDI is off "
+                        f"({source}); the operator deletes them, so they are left over", evidence=ev)]
+    return [Finding("DPL-008", Status.PASS, f"RuntimeClasses {', '.join(expected)} present (CDI "
+                    f"{'on' if cdi else 'off'})", evidence=ev)]
+

@@ -1,0 +1,524 @@
+"""Bring a simulated GPU Operator install up on kwok nodes, the way the operator and the kubelets would.
+
+The objects come from install.py; this module is the kwok-specific part. The real kube-controller-manager
+creates the DaemonSet and Deployment pods, the real scheduler binds them, kwok marks them Running. What
+no process here does by itself is done in the order the real components would do it:
+
+* nodes start without GPU resources, labelled by NFD and the operator (deploy labels);
+* once a node's device-plugin pod runs, its capacity/allocatable get the GPU resources (kubelet after
+  the plugin registered); once its GFD pod runs, the GFD labels appear; mig-manager reports its state;
+* once a node's validator pod runs, an `nvidia-cuda-validator-*` pod is created on it and completes;
+* when every operand is rolled out the ClusterPolicy status turns ready/Reconciled.
+
+Container logs are served by kwok per container name (every pod's container of that name shows the same
+text), written through `log_writer` before any pod exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from gpu_conformance import operands as op
+from gpu_conformance.errors import ConformanceError
+from gpu_conformance.sim import install as inst
+from gpu_conformance.sim.nvidia_smi import node_nvidia_smi_L, nvidia_smi_header, probe_output
+from gpu_conformance.sim.profiles import Profile, get_profile
+
+Obj = dict[str, Any]
+LogWriter = Callable[[str, str], None]
+
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+PROBE_CONTAINER = "gpu-probe"
+
+# Every container name install() writes logs for (the control plane needs them before it starts).
+LOG_CONTAINERS: tuple[str, ...] = (
+    "driver-validation", "nvidia-fs-validation", "gdrcopy-validation", "toolkit-validation",
+    "cuda-validation", "plugin-validation", "nvidia-operator-validator", "nvidia-cuda-validator",
+    "nvidia-device-plugin", PROBE_CONTAINER,
+)
+
+# Base capacity of the simulated machines (what kubelet reports before any device plugin).
+GPU_NODE_CAPACITY = {"cpu": "128", "memory": "2113511180Ki", "ephemeral-storage": "1843561464Ki",
+                     "hugepages-1Gi": "0", "hugepages-2Mi": "0", "pods": "110"}
+CPU_NODE_CAPACITY = {"cpu": "16", "memory": "65842284Ki", "ephemeral-storage": "203056560Ki",
+                     "hugepages-1Gi": "0", "hugepages-2Mi": "0", "pods": "110"}
+
+_POLL = 0.2
+_REQUEST_TIMEOUT = 20
+
+
+class SimInstallError(ConformanceError):
+    """The simulated install did not converge (the message says what was still missing)."""
+
+
+@dataclass
+class SimInstall:
+    """A simulated install on a cluster: what faults need to find and change it."""
+
+    client: ApiClient
+    profile: Profile
+    namespace: str
+    gpu_nodes: list[str]
+    cpu_nodes: list[str]
+    manifests: inst.InstallManifests
+    clusterpolicy_uid: str
+    # node -> name of its nvidia-cuda-validator pod
+    cuda_validator_pods: dict[str, str] = field(default_factory=dict)
+    log_writer: LogWriter | None = None
+    seconds: float = 0.0
+    # Stage -> seconds since install() started (what took how long).
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def api(self) -> Kube:
+        return Kube(self.client)
+
+    @property
+    def nodes(self) -> list[str]:
+        return [*self.gpu_nodes, *self.cpu_nodes]
+
+
+# ---- a thin raw-JSON client --------------------------------------------------------------
+_CORE = {"Namespace": "namespaces", "Node": "nodes", "Pod": "pods", "Service": "services",
+         "ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps"}
+_GROUPED = {"Deployment": ("apps/v1", "deployments"), "DaemonSet": ("apps/v1", "daemonsets"),
+            "RuntimeClass": ("node.k8s.io/v1", "runtimeclasses"),
+            "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions"),
+            "ClusterPolicy": ("nvidia.com/v1", "clusterpolicies"),
+            "NVIDIADriver": ("nvidia.com/v1alpha1", "nvidiadrivers")}
+_CLUSTER_SCOPED = {"Namespace", "Node", "RuntimeClass", "CustomResourceDefinition", "ClusterPolicy",
+                   "NVIDIADriver"}
+
+
+def collection_path(kind: str, namespace: str | None = None) -> str:
+    """REST collection path of a kind (namespaced kinds in `namespace`)."""
+    if kind in _CORE:
+        base, plural = "/api/v1", _CORE[kind]
+    else:
+        group_version, plural = _GROUPED[kind]
+        base = f"/apis/{group_version}"
+    if kind in _CLUSTER_SCOPED or not namespace:
+        return f"{base}/{plural}"
+    return f"{base}/namespaces/{namespace}/{plural}"
+
+
+class Kube:
+    """Dict-in, dict-out requests through the caller's ApiClient (no model classes, no validation)."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+        self.requests = 0
+
+    def request(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
+                content_type: str = "application/json") -> Obj:
+        self.requests += 1
+        req = self.client.param_serialize(
+            method, path, query_params=query or [],
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body, auth_settings=["BearerToken"])
+        resp = self.client.call_api(*req, _request_timeout=_REQUEST_TIMEOUT)
+        resp.read()
+        if not 200 <= resp.status <= 299:
+            raise ApiException.from_response(http_resp=resp, body=resp.data.decode(errors="replace"), data=None)
+        return json.loads(resp.data) if resp.data else {}
+
+    def create(self, obj: Obj) -> Obj:
+        ns = obj.get("metadata", {}).get("namespace")
+        return self.request("POST", collection_path(obj["kind"], ns), obj)
+
+    def path(self, kind: str, name: str, namespace: str | None = None) -> str:
+        return f"{collection_path(kind, namespace)}/{name}"
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
+        return self.request("GET", self.path(kind, name, namespace))
+
+    def list(self, kind: str, namespace: str | None = None, label_selector: str = "") -> list[Obj]:
+        query = [("labelSelector", label_selector)] if label_selector else []
+        return self.request("GET", collection_path(kind, namespace), query=query).get("items") or []
+
+    def patch(self, kind: str, name: str, patch: Obj, namespace: str | None = None, status: bool = False) -> Obj:
+        """A JSON merge patch (works for built-in and custom kinds alike)."""
+        path = self.path(kind, name, namespace) + ("/status" if status else "")
+        return self.request("PATCH", path, patch, content_type="application/merge-patch+json")
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> Obj:
+        return self.request("DELETE", self.path(kind, name, namespace))
+
+
+# ---- logs --------------------------------------------------------------------------------
+def _logrus(msg: str, level: str = "info", ts: str = "") -> str:
+    return f'time="{ts}" level={level} msg="{msg}"'
+
+
+def _klog(file_line: str, msg: str, ts: float) -> str:
+    t = time.gmtime(ts)
+    micros = int((ts % 1) * 1_000_000)
+    return f"I{t.tm_mon:02d}{t.tm_mday:02d} {time.strftime('%H:%M:%S', t)}.{micros:06d}       1 {file_line}] {msg}"
+
+
+def container_logs(profile: Profile, manifests: inst.InstallManifests, now: float | None = None) -> dict[str, str]:
+    """What each logged container prints on a healthy node of this profile (one text per container name).
+
+    kwok serves logs per container name, so node-specific details come from the first GPU node.
+    """
+    now = time.time() if now is None else now
+    ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    first = manifests.gpu_nodes[0] if manifests.gpu_nodes else None
+    node = first.name if first else "gpu-node-0"
+    hw = first.hardware if first and first.hardware else profile.hardware_for(0)
+    smi = nvidia_smi_header(profile.driver_version, profile.cuda_version) + node_nvidia_smi_L(node, hw)
+    version = _logrus(f"version: {profile.operator_version}", ts=ts)
+    if profile.host_driver:
+        driver_validation = [
+            version,
+            _logrus("Attempting to validate a pre-installed driver on the host", ts=ts),
+            "running command chroot with args [/host nvidia-smi]",
+            smi.rstrip("\n"),
+            _logrus("Detected a pre-installed driver on the host", ts=ts),
+        ]
+    else:
+        driver_validation = [
+            version,
+            _logrus("Attempting to validate a pre-installed driver on the host", ts=ts),
+            _logrus("No pre-installed driver detected on the host: no 'nvidia-smi' file present on the host: "
+                    "lstat /host/usr/bin/nvidia-smi: no such file or directory", ts=ts),
+            _logrus("Validating containerized driver installation", ts=ts),
+            _logrus("Driver is not pre-installed on the host and is managed by GPU Operator. "
+                    "Checking driver container status.", ts=ts),
+            _logrus("Attempting to validate a driver container installation", ts=ts),
+            smi.rstrip("\n"),
+        ]
+    driver_validation.append(
+        _logrus("creating symlinks under /dev/char that correspond to NVIDIA character devices", ts=ts))
+    cuda_pod = f"{op.CUDA_VALIDATOR_APP}-{_suffix(node)}"
+    logs = {
+        "driver-validation": "\n".join(driver_validation),
+        "nvidia-fs-validation": "\n".join([version, "running command sh with args [-c lsmod | grep nvidia_fs]",
+                                           "nvidia_fs             262144  0"]),
+        "gdrcopy-validation": "\n".join([version, "running command sh with args [-c lsmod | grep gdrdrv]",
+                                         "gdrdrv                 24576  0"]),
+        "toolkit-validation": "\n".join([version, "running command nvidia-smi with args []", smi.rstrip("\n")]),
+        "cuda-validation": "\n".join([version, _logrus(f"pod {cuda_pod} is curently in Running phase", ts=ts),
+                                      _logrus(f"pod {cuda_pod} have run successfully", ts=ts)]),
+        "plugin-validation": version,
+        "nvidia-operator-validator": "all validations are successful",
+        "nvidia-cuda-validator": "cuda workload validation is successful",
+        "nvidia-device-plugin": device_plugin_log(profile, manifests, now),
+        PROBE_CONTAINER: probe_output(profile),
+    }
+    return {k: v if v.endswith("\n") else v + "\n" for k, v in logs.items()}
+
+
+def device_plugin_log(profile: Profile, manifests: inst.InstallManifests, now: float) -> str:
+    """The device plugin's startup lines: config, then one GRPC server per resource it registers."""
+    env = {e["name"]: e.get("value", "") for e in inst.device_plugin_env(profile) if "value" in e}
+    config = {
+        "version": "v1",
+        "flags": {"migStrategy": profile.mig_strategy, "failOnInitError": True, "mpsRoot": "/run/nvidia/mps",
+                  "nvidiaDriverRoot": "/" if profile.host_driver else "/run/nvidia/driver",
+                  "nvidiaDevRoot": "/" if profile.host_driver else "/run/nvidia/driver",
+                  "gdsEnabled": False, "mofedEnabled": False, "useNodeFeatureAPI": None,
+                  "deviceDiscoveryStrategy": "auto",
+                  "plugin": {"passDeviceSpecs": True,
+                             "deviceListStrategy": env["DEVICE_LIST_STRATEGY"].split(","),
+                             "deviceIDStrategy": "uuid",
+                             "cdiAnnotationPrefix": env.get("CDI_ANNOTATION_PREFIX", "cdi.k8s.io/"),
+                             "nvidiaCTKPath": "/usr/bin/nvidia-ctk", "containerDriverRoot": "/driver-root"}},
+        "resources": {"gpus": [{"pattern": "*", "name": "nvidia.com/gpu"}]},
+        "sharing": {"timeSlicing": {}},
+        "imex": {},
+    }
+    if profile.time_slicing_replicas:
+        config["sharing"] = {"timeSlicing": {"resources": [
+            {"name": "nvidia.com/gpu", "devices": "all", "replicas": profile.time_slicing_replicas}]}}
+    resources: list[str] = []
+    for n in manifests.gpu_nodes:
+        for r in n.gpu_resources:
+            if r not in resources:
+                resources.append(r)
+    lines = [
+        _klog("main.go:247", f'"Starting NVIDIA Device Plugin" version="{profile.components.device_plugin}"', now),
+        _klog("main.go:250", "Starting FS watcher for /var/lib/kubelet/device-plugins", now),
+        _klog("main.go:257", "Starting OS watcher.", now),
+        _klog("main.go:272", "Starting Plugins.", now),
+        _klog("main.go:329", "Loading configuration.", now),
+        _klog("main.go:355", "Updating config with default resource matching patterns.", now),
+        _klog("main.go:366", "\nRunning with config:\n" + json.dumps(config, indent=2), now),
+        _klog("main.go:369", "Retrieving plugins.", now),
+    ]
+    for r in resources:
+        sock = f"/var/lib/kubelet/device-plugins/nvidia-{r.split('/', 1)[1]}.sock"
+        lines += [_klog("server.go:198", f"Starting GRPC server for '{r}'", now),
+                  _klog("server.go:142", f"Starting to serve '{r}' on {sock}", now),
+                  _klog("server.go:149", f"Registered device plugin for '{r}' with Kubelet", now)]
+    return "\n".join(lines)
+
+
+def _suffix(seed: str) -> str:
+    """A 5-character pod-name suffix like generateName's (deterministic from the seed)."""
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
+    h = int(hashlib.sha256(seed.encode()).hexdigest(), 16)
+    out = ""
+    for _ in range(5):
+        h, i = divmod(h, len(alphabet))
+        out += alphabet[i]
+    return out
+
+
+# ---- install -----------------------------------------------------------------------------
+def node_object(plan: inst.NodePlan, profile: Profile, kubelet_version: str) -> Obj:
+    """A kwok node as kubelet would register it: labels, capacity without GPUs, nodeInfo."""
+    capacity = dict(GPU_NODE_CAPACITY if plan.gpu else CPU_NODE_CAPACITY)
+    labels = {"kubernetes.io/hostname": plan.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64", **plan.labels}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": plan.name, "labels": labels, "annotations": {**KWOK_ANNOTATION, **plan.annotations}},
+        "spec": {},
+        # No addresses: kwok fills loopback ones. No nvidia.com/* resources until the plugin registers.
+        "status": {
+            "capacity": capacity, "allocatable": dict(capacity),
+            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "osImage": profile.os_image,
+                         "kernelVersion": profile.kernel_version,
+                         "containerRuntimeVersion": profile.container_runtime,
+                         "kubeletVersion": kubelet_version, "kubeProxyVersion": kubelet_version},
+        },
+    }
+
+
+def _create_all(kube: Kube, objs: list[Obj], workers: int = 8) -> None:
+    """Create objects concurrently (order inside one call does not matter)."""
+    if not objs:
+        return
+    with ThreadPoolExecutor(max_workers=min(workers, len(objs))) as pool:
+        list(pool.map(kube.create, objs))
+
+
+def _wait(what: Callable[[], bool], deadline: float, message: Callable[[], str]) -> None:
+    while not what():
+        if time.monotonic() > deadline:
+            raise SimInstallError(message())
+        time.sleep(_POLL)
+
+
+def _ensure_crds(kube: Kube, crds: list[Obj], deadline: float) -> None:
+    for crd in crds:
+        try:
+            kube.create(crd)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
+    def established() -> bool:
+        for crd in crds:
+            got = kube.get("CustomResourceDefinition", crd["metadata"]["name"])
+            conds = {c["type"]: c["status"] for c in (got.get("status") or {}).get("conditions") or []}
+            if conds.get("Established") != "True":
+                return False
+        return True
+
+    _wait(established, deadline, lambda: "ClusterPolicy/NVIDIADriver CRDs were not Established in time")
+
+
+def _create_clusterpolicy(kube: Kube, obj: Obj, deadline: float) -> Obj:
+    # Right after Established the new resource can still 404 for a moment (discovery catching up).
+    while True:
+        try:
+            return kube.create(obj)
+        except ApiException as e:
+            if e.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(_POLL)
+
+
+def _pod_running(pod: Obj) -> bool:
+    return pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+def _completed_status(pod: Obj, now: str) -> Obj:
+    """Status of a pod whose init container and container exited 0 (what the kubelet reports)."""
+    def terminated(c: Obj) -> Obj:
+        return {"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "started": False,
+                "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                                            "startedAt": now, "finishedAt": now}}}
+
+    spec = pod["spec"]
+    return {"phase": "Succeeded",
+            "conditions": [
+                {"type": "PodReadyToStartContainers", "status": "False", "lastTransitionTime": now},
+                {"type": "Initialized", "status": "True", "reason": "PodCompleted", "lastTransitionTime": now},
+                {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
+                {"type": "ContainersReady", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
+            "initContainerStatuses": [terminated(c) for c in spec.get("initContainers", [])],
+            "containerStatuses": [terminated(c) for c in spec["containers"]]}
+
+
+def daemonset_rolled_out(ds: Obj, expected: int) -> bool:
+    """The operator's isDaemonSetReady plus: the controller has seen the expected nodes."""
+    st = ds.get("status", {})
+    if st.get("observedGeneration", 0) < ds["metadata"].get("generation", 1):
+        return False
+    desired = st.get("desiredNumberScheduled", 0)
+    if desired != expected:
+        return False
+    if desired == 0:
+        return True
+    if st.get("numberUnavailable", 0) or st.get("numberReady", 0) != desired:
+        return False
+    if ds["spec"].get("updateStrategy", {}).get("type") == "OnDelete":
+        return st.get("numberAvailable", 0) == desired
+    return st.get("updatedNumberScheduled", 0) == desired and st.get("numberAvailable", 0) == desired
+
+
+def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: int = 3, cpu_nodes: int = 1,
+            namespace: str = "gpu-operator", log_writer: LogWriter | None = None,
+            timeout: float = 90) -> SimInstall:
+    """Install the simulated GPU Operator on new kwok nodes and wait until it is fully converged."""
+    p = get_profile(profile)
+    start = time.monotonic()
+    deadline = start + timeout
+    timings: dict[str, float] = {}
+
+    def mark(stage: str) -> None:
+        timings[stage] = round(time.monotonic() - start, 3)
+
+    kube = Kube(client)
+    gpu_names = [f"gpu-node-{i}" for i in range(gpu_nodes)]
+    cpu_names = [f"cpu-node-{i}" for i in range(cpu_nodes)]
+    preview = inst.build(p, namespace, gpu_names, cpu_names)
+
+    # Logs first: kwok serves them as soon as a pod with that container name runs.
+    if log_writer is not None:
+        for container, text in container_logs(p, preview).items():
+            log_writer(container, text)
+    mark("logs")
+
+    try:
+        kube.create(preview.namespace_object)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    _ensure_crds(kube, preview.crds, deadline)
+    cp = _create_clusterpolicy(kube, preview.clusterpolicy, deadline)
+    uid = cp["metadata"]["uid"]
+    # The operator's first reconcile finds nothing ready yet.
+    kube.patch("ClusterPolicy", inst.CLUSTERPOLICY_NAME, {"status": inst.clusterpolicy_status(
+        namespace, ready=False, states_not_ready=_state_names(preview))}, status=True)
+    mark("clusterpolicy")
+
+    manifests = inst.build(p, namespace, gpu_names, cpu_names, clusterpolicy_uid=uid)
+    kubelet_version = kube.request("GET", "/version").get("gitVersion", "v1.36.0")
+    _create_all(kube, [node_object(n, p, kubelet_version) for n in manifests.nodes])
+    mark("nodes")
+    _create_all(kube, [o for o in manifests.helm_objects if o["kind"] in ("ServiceAccount", "ConfigMap")])
+    _create_all(kube, [o for o in manifests.helm_objects if o["kind"] not in ("ServiceAccount", "ConfigMap")])
+    # RuntimeClasses and ServiceAccounts before any pod that names them (admission rejects the pod).
+    _create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps])
+    _create_all(kube, [*manifests.daemonsets, *manifests.services])
+    mark("objects")
+
+    sim = SimInstall(client=client, profile=p, namespace=namespace, gpu_nodes=gpu_names, cpu_nodes=cpu_names,
+                     manifests=manifests, clusterpolicy_uid=uid, log_writer=log_writer, timings=timings)
+    _converge(kube, sim, deadline)
+    mark("converged")
+    kube.patch("ClusterPolicy", inst.CLUSTERPOLICY_NAME,
+               {"status": inst.clusterpolicy_status(namespace, ready=True)}, status=True)
+    mark("ready")
+    sim.seconds = round(time.monotonic() - start, 3)
+    return sim
+
+
+def _state_names(manifests: inst.InstallManifests) -> tuple[str, ...]:
+    states = {op.DRIVER.daemonset: "state-driver", op.TOOLKIT.daemonset: "state-container-toolkit",
+              op.VALIDATOR.daemonset: "state-operator-validation", op.DEVICE_PLUGIN.daemonset: "state-device-plugin",
+              op.DCGM.daemonset: "state-dcgm", op.DCGM_EXPORTER.daemonset: "state-dcgm-exporter",
+              op.GFD.daemonset: "gpu-feature-discovery", op.MIG_MANAGER.daemonset: "state-mig-manager",
+              op.NODE_STATUS_EXPORTER.daemonset: "state-node-status-exporter"}
+    return tuple(states[d["metadata"]["name"]] for d in manifests.daemonsets if d["metadata"]["name"] in states)
+
+
+def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
+    """Play kubelet, device plugin, GFD, mig-manager and the validator until everything is rolled out."""
+    m = sim.manifests
+    ns = sim.namespace
+    plans = {n.name: n for n in m.gpu_nodes}
+    expected = {name: len(nodes) for name, nodes in inst.expected_daemonset_nodes(m).items()}
+    nfd_worker = inst.nfd_name("worker")
+    expected[nfd_worker] = len(m.nodes)
+    deployments = [op.OPERATOR_DEPLOYMENT, inst.nfd_name("master"), inst.nfd_name("gc")]
+    done_capacity: set[str] = set()
+    done_labels: set[tuple[str, str]] = set()
+    cuda_created: dict[str, str] = {}
+    cuda_done: set[str] = set()
+    apps_by_operand = {op.DEVICE_PLUGIN.daemonset: "capacity", op.GFD.daemonset: op.GFD.key,
+                       op.MIG_MANAGER.daemonset: op.MIG_MANAGER.key, op.VALIDATOR.daemonset: "cuda"}
+    while True:
+        pods = kube.list("Pod", ns)
+        actions: list[Callable[[], None]] = []
+        for pod in pods:
+            node = pod.get("spec", {}).get("nodeName") or ""
+            app = pod["metadata"].get("labels", {}).get("app", "")
+            plan = plans.get(node)
+            if plan is None or not _pod_running(pod):
+                continue
+            what = apps_by_operand.get(app)
+            if what == "capacity" and node not in done_capacity and plan.gpu_resources:
+                done_capacity.add(node)
+                actions.append(lambda n=node, r=plan.gpu_resources: kube.patch(
+                    "Node", n, {"status": {"capacity": r, "allocatable": r}}, status=True))
+            elif what in (op.GFD.key, op.MIG_MANAGER.key) and (node, what) not in done_labels:
+                done_labels.add((node, what))
+                extra = plan.operand_labels.get(what)
+                if extra:
+                    actions.append(lambda n=node, lb=extra: kube.patch("Node", n, {"metadata": {"labels": lb}}))
+            elif what == "cuda" and node not in cuda_created:
+                cuda_created[node] = ""
+                actions.append(lambda n=node: _create_cuda_validator(kube, sim, n, cuda_created))
+            elif app == op.CUDA_VALIDATOR_APP and pod["metadata"]["name"] not in cuda_done:
+                # kwok completes only bare pods; this one is owned by the ClusterPolicy like the real one.
+                cuda_done.add(pod["metadata"]["name"])
+                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                actions.append(lambda name=pod["metadata"]["name"], pd=pod, ts=now: kube.patch(
+                    "Pod", name, {"status": _completed_status(pd, ts)}, ns, status=True))
+        if actions:
+            with ThreadPoolExecutor(max_workers=min(8, len(actions))) as pool:
+                list(pool.map(lambda f: f(), actions))
+            continue  # re-read right away: the patches changed what the next step sees
+
+        succeeded = {p["spec"].get("nodeName") for p in pods if p["metadata"].get("labels", {}).get("app")
+                     == op.CUDA_VALIDATOR_APP and p.get("status", {}).get("phase") == "Succeeded"}
+        pending: list[str] = []
+        validator_nodes = set(inst.expected_daemonset_nodes(m).get(op.VALIDATOR.daemonset, []))
+        pending += [f"cuda-validator on {n}" for n in sorted(validator_nodes - succeeded)]
+        pending += [f"GPU capacity on {n}" for n, plan in plans.items()
+                    if plan.gpu_resources and n not in done_capacity]
+        if not pending:
+            dss = {d["metadata"]["name"]: d for d in kube.list("DaemonSet", ns)}
+            pending += [f"DaemonSet {name} ({expected[name]} nodes)" for name in sorted(expected)
+                        if name not in dss or not daemonset_rolled_out(dss[name], expected[name])]
+            deps = {d["metadata"]["name"]: d for d in kube.list("Deployment", ns)}
+            pending += [f"Deployment {name}" for name in deployments
+                        if deps.get(name, {}).get("status", {}).get("availableReplicas", 0) < 1]
+        if not pending:
+            sim.cuda_validator_pods = {n: cuda_created[n] for n in sorted(cuda_created)}
+            return
+        if time.monotonic() > deadline:
+            raise SimInstallError("simulated GPU Operator did not converge in time; still waiting for: "
+                                  + ", ".join(pending[:10]) + (" …" if len(pending) > 10 else ""))
+        time.sleep(_POLL)
+
+
+def _create_cuda_validator(kube: Kube, sim: SimInstall, node: str, created: dict[str, str]) -> None:
+    pod = inst.cuda_validator_pod(sim.profile, sim.namespace, node, sim.clusterpolicy_uid)
+    got = kube.create(pod)
+    created[node] = got["metadata"]["name"]

@@ -1,0 +1,393 @@
+"""Layer 5 checks (DPL-*): healthy clusters pass in every version/mode; each fault fails the right check, and the
+verdict puts an upstream break (driver/toolkit) before the device plugin it blocks."""
+
+from __future__ import annotations
+
+import pytest
+from factory import (
+    add_runtimeclass,
+    crash_container,
+    drop_label,
+    drop_runtimeclass,
+    healthy_snapshot,
+    pod_for,
+    remove_pods,
+    set_env,
+    set_label,
+    set_node_resource,
+    set_operator_version,
+    set_policy,
+    set_restarts,
+    stuck_init,
+)
+
+from gpu_conformance.checks import device_plugin, driver_toolkit  # noqa: F401  (registers the checks)
+from gpu_conformance.checks.registry import REGISTRY
+from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.settings import Settings
+from gpu_conformance.verdict import decide
+
+DPL_IDS = [f"DPL-00{i}" for i in range(1, 9)]
+PER_NODE = DPL_IDS[:6]
+CLUSTER = DPL_IDS[6:]
+PLUGIN = "nvidia-device-plugin-daemonset"
+VALIDATOR = "nvidia-operator-validator"
+GFD = "gpu-feature-discovery"
+N1 = "gpu-node-1"
+
+
+def run(check_id: str, snap, **settings) -> list[Finding]:
+    return REGISTRY[check_id].run(snap, Settings(**settings))
+
+
+def on(check_id: str, snap, node: str = N1, **settings) -> Finding:
+    found = [f for f in run(check_id, snap, **settings) if f.node == node]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def cluster(check_id: str, snap, **settings) -> Finding:
+    findings = run(check_id, snap, **settings)
+    assert len(findings) == 1 and findings[0].node is None, findings
+    return findings[0]
+
+
+def only_node(check_id: str, snap, node: str = N1, status: Status = Status.FAIL, **settings) -> Finding:
+    findings = run(check_id, snap, **settings)
+    assert {f.node for f in findings} == set(snap.gpu_node_names)
+    bad = [f for f in findings if f.status not in (Status.PASS, Status.NA)]
+    assert [(f.node, f.status) for f in bad] == [(node, status)], [f.message for f in bad]
+    return bad[0]
+
+
+def test_checks_registered_in_layer():
+    for cid in DPL_IDS:
+        assert REGISTRY[cid].layer == Layer.DEVICE_PLUGIN
+        assert REGISTRY[cid].title and REGISTRY[cid].hint and REGISTRY[cid].detects
+
+
+# ---- healthy clusters ------------------------------------------------------------------------------------------
+HEALTHY = [
+    ("v25.3.4", {}), ("v25.10.1", {}), ("v26.3.3", {}), ("v26.7.0", {}), ("v26.3.3", {"driver": "host"}),
+    ("v26.3.3", {"driver": "pre-installed"}), ("v25.3.4", {"cdi": True}), ("v26.3.3", {"cdi": False}),
+    ("v26.3.3", {"nri": True}), ("v26.3.3", {"mig": "mixed"}), ("v26.3.3", {"mig": "none"}),
+    ("v25.10.1", {"time_slicing_replicas": 4}), ("v26.3.3", {"time_slicing_replicas": 4, "rename_shared": True}),
+    ("v26.3.3", {"gpus_per_node": 8, "gpu_product": "NVIDIA-H100-80GB-HBM3"}),
+]
+
+
+@pytest.mark.parametrize(("version", "kw"), HEALTHY, ids=[f"{v}-{kw}" for v, kw in HEALTHY])
+@pytest.mark.parametrize("check_id", DPL_IDS)
+def test_healthy_cluster_passes(version, kw, check_id):
+    snap = healthy_snapshot(version, **kw)
+    findings = run(check_id, snap)
+    if check_id in PER_NODE:
+        assert sorted(f.node for f in findings) == snap.gpu_node_names
+    else:
+        assert [f.node for f in findings] == [None]
+    assert {f.status for f in findings} == {Status.PASS}, [f.message for f in findings]
+
+
+def test_healthy_messages_show_mode():
+    assert "nvidia.com/mig-1g.5gb capacity 7" in on("DPL-002", healthy_snapshot(mig="mixed")).message
+    assert "nvidia.com/gpu.shared capacity 4" in on(
+        "DPL-002", healthy_snapshot(time_slicing_replicas=4, rename_shared=True)).message
+    assert "× nvidia.com/gpu.replicas=4" in on("DPL-004", healthy_snapshot(time_slicing_replicas=4)).message
+    assert "envvar" in cluster("DPL-007", healthy_snapshot("v25.3.4")).message
+    assert "cdi-annotations,cdi-cri" in cluster("DPL-007", healthy_snapshot("v26.3.3")).message
+    assert "envvar,cdi-annotations" in cluster("DPL-007", healthy_snapshot("v25.3.4", cdi=True)).message
+    assert "NRI" in cluster("DPL-008", healthy_snapshot(nri=True)).message
+
+
+# ---- DPL-001 device plugin pod ----------------------------------------------------------------------------------
+def test_plugin_waiting_for_toolkit_is_blocked_upstream_but_fails_here():
+    snap = healthy_snapshot()
+    stuck_init(pod_for(snap, PLUGIN, N1), "toolkit-validation", reason="Running", restarts=0, snapshot=snap)
+    f = only_node("DPL-001", snap)
+    assert "toolkit-validation" in f.message and "Init:0/1" in f.message and "blocked upstream" in f.message
+
+
+def test_plugin_crashloop_quotes_log():
+    snap = healthy_snapshot()
+    pod = pod_for(snap, PLUGIN, "gpu-node-2")
+    crash_container(pod, "nvidia-device-plugin", restarts=8, snapshot=snap,
+                    log="I1001 starting\nE1001 failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND\n")
+    f = only_node("DPL-001", snap, node="gpu-node-2")
+    assert "nvidia-device-plugin" in f.message and "CrashLoopBackOff" in f.message and "8 restarts" in f.message
+    assert "ERROR_LIBRARY_NOT_FOUND" in f.message and "ERROR_LIBRARY_NOT_FOUND" in f.evidence["log"]
+    assert f.kubectl == f"kubectl -n gpu-operator logs {pod['metadata']['name']} -c nvidia-device-plugin --previous"
+
+
+def test_plugin_config_manager_init_stuck_names_config():
+    snap = healthy_snapshot(time_slicing_replicas=4)
+    stuck_init(pod_for(snap, PLUGIN, N1), "config-manager-init", restarts=3, snapshot=snap)
+    f = only_node("DPL-001", snap)
+    assert "config-manager-init" in f.message and "time-slicing-config" in f.message
+
+
+def test_plugin_missing_disabled_opted_out_restarts():
+    snap = healthy_snapshot()
+    remove_pods(snap, PLUGIN, N1)
+    assert "no device plugin pod" in only_node("DPL-001", snap).message
+    set_label(snap, N1, "nvidia.com/gpu.deploy.device-plugin", "false")
+    assert on("DPL-001", snap).status == Status.NA
+    set_label(snap, N1, "nvidia.com/gpu.deploy.device-plugin", "paused-for-mig-change")
+    assert "paused" in only_node("DPL-001", snap, status=Status.WARN).message
+
+    snap = healthy_snapshot(device_plugin=False)
+    findings = run("DPL-001", snap)
+    assert {f.status for f in findings} == {Status.NA} and "devicePlugin.enabled=false" in findings[0].message
+
+    snap = healthy_snapshot()
+    set_restarts(pod_for(snap, PLUGIN, N1), "nvidia-device-plugin", 5)
+    assert "restarted 5 times" in only_node("DPL-001", snap, status=Status.WARN).message
+
+
+# ---- DPL-002 / DPL-003 resources --------------------------------------------------------------------------------
+def test_resource_absent_fails_and_says_present_is_not_installed():
+    snap = healthy_snapshot()
+    set_node_resource(snap, N1, None, None)
+    f = only_node("DPL-002", snap)
+    assert "nvidia.com/gpu capacity=absent, allocatable=absent" in f.message
+    assert "nvidia.com/gpu.present=true only means the hardware was detected" in f.message
+    assert f.evidence["observed"] == "no GPU resource"
+
+
+def test_resource_zero_allocatable_fails():
+    snap = healthy_snapshot(gpus_per_node=4)
+    set_node_resource(snap, "gpu-node-3", 4, 0)
+    f = only_node("DPL-002", snap, node="gpu-node-3")
+    assert "capacity=4, allocatable=0" in f.message and "unhealthy" in f.message
+    f = only_node("DPL-003", snap, node="gpu-node-3")
+    assert "4 of 4 devices unhealthy" in f.message
+
+
+def test_mixed_mig_without_mig_resource_fails():
+    snap = healthy_snapshot(mig="mixed")
+    set_node_resource(snap, N1, None, None, resource="nvidia.com/mig-1g.5gb")
+    f = only_node("DPL-002", snap)
+    assert "nvidia.com/mig-<profile>" in f.message
+
+
+def test_device_plugin_disabled_and_no_resource_is_na():
+    snap = healthy_snapshot(device_plugin=False)
+    assert {f.status for f in run("DPL-002", snap)} == {Status.NA}
+    assert {f.status for f in run("DPL-003", snap)} == {Status.NA}
+
+
+def test_allocatable_below_capacity_reports_unhealthy_devices():
+    snap = healthy_snapshot(gpus_per_node=8)
+    set_node_resource(snap, N1, 8, 6)
+    f = only_node("DPL-003", snap)
+    assert "nvidia.com/gpu allocatable 6 < capacity 8: 2 of 8 devices unhealthy" in f.message
+    assert f.evidence["observed"] == {"nvidia.com/gpu": "6"} and f.evidence["expected"] == {"nvidia.com/gpu": "8"}
+    assert "logs" in f.kubectl and "nvidia-device-plugin" in f.kubectl
+    assert on("DPL-002", snap).status == Status.PASS
+    set_node_resource(snap, N1, 8, 7)  # a single unhealthy device counts too
+    assert "1 of 8 devices unhealthy" in only_node("DPL-003", snap).message
+
+
+# ---- DPL-004 count vs GFD ---------------------------------------------------------------------------------------
+def test_count_below_gfd():
+    snap = healthy_snapshot(gpus_per_node=2)
+    set_node_resource(snap, N1, 1, 1)
+    f = only_node("DPL-004", snap)
+    assert "capacity nvidia.com/gpu=1 but GFD expects 2" in f.message and "nvidia.com/gpu.count=2" in f.message
+
+
+def test_count_time_slicing_multiplies():
+    snap = healthy_snapshot(time_slicing_replicas=4)
+    set_node_resource(snap, N1, 1, 1)
+    f = only_node("DPL-004", snap)
+    assert "GFD expects 4" in f.message and "nvidia.com/gpu.replicas=4" in f.message
+
+
+def test_count_mixed_mig_per_profile():
+    snap = healthy_snapshot(mig="mixed")
+    set_node_resource(snap, N1, 3, 3, resource="nvidia.com/mig-1g.5gb")
+    f = only_node("DPL-004", snap)
+    assert "nvidia.com/mig-1g.5gb=3 but GFD expects 7" in f.message and "MIG profile" in f.message
+
+
+def test_count_not_applicable_without_gfd():
+    snap = healthy_snapshot(gfd=False)
+    assert {f.status for f in run("DPL-004", snap)} == {Status.NA}
+    snap = healthy_snapshot()
+    drop_label(snap, N1, "nvidia.com/gpu.count")
+    assert on("DPL-004", snap).status == Status.NA
+
+
+# ---- DPL-005 GFD labels -----------------------------------------------------------------------------------------
+def test_gfd_labels_missing_with_gfd_blocked():
+    snap = healthy_snapshot()
+    for key in ("nvidia.com/gpu.product", "nvidia.com/gpu.memory"):
+        drop_label(snap, N1, key)
+    stuck_init(pod_for(snap, GFD, N1), "toolkit-validation", reason="Running", restarts=0, snapshot=snap)
+    f = only_node("DPL-005", snap)
+    assert "nvidia.com/gpu.product, nvidia.com/gpu.memory" in f.message
+    assert "toolkit-validation" in f.message and "Init:0/1" in f.message
+
+
+def test_gfd_labels_missing_with_gfd_ready_points_at_nfd():
+    snap = healthy_snapshot()
+    drop_label(snap, N1, "nvidia.com/gpu.count")
+    f = only_node("DPL-005", snap)
+    assert "nvidia.com/gpu.count" in f.message and "extraLabelNs" in f.message
+
+
+def test_gfd_cuda_driver_label_alternatives():
+    snap = healthy_snapshot()
+    drop_label(snap, N1, "nvidia.com/cuda.driver-version.full")
+    assert on("DPL-005", snap).status == Status.PASS
+    drop_label(snap, N1, "nvidia.com/cuda.driver-version.major")
+    drop_label(snap, N1, "nvidia.com/cuda.driver.major")
+    assert "nvidia.com/cuda.driver-version.full" in only_node("DPL-005", snap).message
+
+
+def test_gfd_disabled_or_opted_out_is_na():
+    assert {f.status for f in run("DPL-005", healthy_snapshot(gfd=False))} == {Status.NA}
+    snap = healthy_snapshot()
+    set_label(snap, N1, "nvidia.com/gpu.deploy.gpu-feature-discovery", "false")
+    assert on("DPL-005", snap).status == Status.NA
+
+
+# ---- DPL-006 plugin-validation ----------------------------------------------------------------------------------
+def test_plugin_validation_stuck():
+    snap = healthy_snapshot("v25.10.1")
+    pod = pod_for(snap, VALIDATOR, N1)
+    stuck_init(pod, "plugin-validation", restarts=3, snapshot=snap, log="GPU resources are not discovered by the node")
+    f = only_node("DPL-006", snap)
+    assert f.message.startswith(f"{N1}: validator stuck in plugin-validation (Init:CrashLoopBackOff, 3 restarts): "
+                                "the device plugin has not advertised")
+    assert "GPU resources are not discovered" in f.message and f.evidence["stage"] == "plugin-validation"
+    assert f.kubectl.endswith(f"logs {pod['metadata']['name']} -c plugin-validation --previous")
+
+
+def test_plugin_validation_not_reached_or_not_present():
+    snap = healthy_snapshot()
+    stuck_init(pod_for(snap, VALIDATOR, N1), "toolkit-validation", snapshot=snap)
+    f = on("DPL-006", snap)
+    assert f.status == Status.NA and "toolkit-validation" in f.message and "DRV-004" in f.message
+    assert {f.status for f in run("DPL-006", healthy_snapshot(device_plugin=False))} == {Status.NA}
+    snap = healthy_snapshot()
+    pod = pod_for(snap, VALIDATOR, N1)
+    pod["spec"]["initContainers"] = [c for c in pod["spec"]["initContainers"] if c["name"] != "plugin-validation"]
+    assert only_node("DPL-006", snap, status=Status.WARN).evidence["observed"] == "absent"
+
+
+# ---- DPL-007 CDI mode -------------------------------------------------------------------------------------------
+def test_cdi_expected_but_plugin_on_envvar():
+    snap = healthy_snapshot("v26.3.3")
+    set_env(snap, PLUGIN, "nvidia-device-plugin", "DEVICE_LIST_STRATEGY", "envvar")
+    for expect in ("yes", "auto"):
+        f = cluster("DPL-007", snap, expect_cdi=expect)
+        assert f.status == Status.FAIL
+        assert "the device plugin is on envvar" in f.message
+        assert "a probe without runtimeClassName gets no GPU" in f.message
+        assert f.evidence["observed"]["DEVICE_LIST_STRATEGY"] == "envvar"
+
+
+def test_cdi_expected_but_policy_off():
+    f = cluster("DPL-007", healthy_snapshot("v25.3.4"), expect_cdi="yes")
+    assert f.status == Status.FAIL and "--expect-cdi=yes" in f.message and "spec.cdi.enabled=false" in f.message
+    assert cluster("DPL-007", healthy_snapshot("v25.3.4"), expect_cdi="no").status == Status.PASS
+
+
+def test_cdi_not_expected_but_on():
+    f = cluster("DPL-007", healthy_snapshot("v26.3.3"), expect_cdi="no")
+    assert f.status == Status.FAIL and "--expect-cdi=no" in f.message
+    assert cluster("DPL-007", healthy_snapshot("v26.3.3"), expect_cdi="yes").status == Status.PASS
+
+
+def test_plugin_cdi_but_policy_off():
+    snap = healthy_snapshot("v26.3.3", cdi=False)
+    set_env(snap, PLUGIN, "nvidia-device-plugin", "DEVICE_LIST_STRATEGY", "cdi-annotations,cdi-cri")
+    f = cluster("DPL-007", snap)
+    assert f.status == Status.FAIL and "has CDI off" in f.message and "enable_cdi" in f.message
+
+
+def test_cdi_default_follows_operator_version_when_field_absent():
+    snap = healthy_snapshot("v26.3.3")
+    set_policy(snap, "cdi.enabled", None)
+    f = cluster("DPL-007", snap)
+    assert f.status == Status.PASS and "unset (default true for operator v26.3.3)" in f.message
+    snap = healthy_snapshot("v25.3.4")
+    set_policy(snap, "cdi.enabled", None)
+    assert "default false" in cluster("DPL-007", snap).message
+    set_operator_version(snap, "main-latest")  # unknown tag: newest behaviour, CDI on by default
+    f = cluster("DPL-007", snap)
+    assert f.status == Status.FAIL and "envvar" in f.message
+
+
+def test_overridden_strategy_warns():
+    snap = healthy_snapshot("v26.3.3")
+    set_env(snap, PLUGIN, "nvidia-device-plugin", "DEVICE_LIST_STRATEGY", "cdi-cri")
+    f = cluster("DPL-007", snap)
+    assert f.status == Status.WARN and "cdi-annotations,cdi-cri" in f.message
+
+
+def test_cdi_without_device_plugin_compares_policy_only():
+    snap = healthy_snapshot(device_plugin=False)
+    assert cluster("DPL-007", snap).status == Status.PASS
+    assert cluster("DPL-007", snap, expect_cdi="no").status == Status.FAIL
+
+
+# ---- DPL-008 RuntimeClasses -------------------------------------------------------------------------------------
+def test_runtimeclass_nvidia_missing():
+    snap = healthy_snapshot("v25.3.4")
+    drop_runtimeclass(snap, "nvidia")
+    f = cluster("DPL-008", snap)
+    assert f.status == Status.FAIL and "RuntimeClass nvidia missing" in f.message and "cannot start" in f.message
+
+
+def test_runtimeclass_cdi_missing_when_cdi_on():
+    snap = healthy_snapshot("v26.3.3")
+    drop_runtimeclass(snap, "nvidia-cdi")
+    f = cluster("DPL-008", snap)
+    assert f.status == Status.FAIL and "nvidia-cdi missing" in f.message and "CDI on" in f.message
+
+
+def test_runtimeclass_wrong_handler():
+    snap = healthy_snapshot("v26.3.3")
+    drop_runtimeclass(snap, "nvidia")
+    add_runtimeclass(snap, "nvidia", handler="runc")
+    f = cluster("DPL-008", snap)
+    assert f.status == Status.FAIL and "handler 'runc'" in f.message
+
+
+def test_runtimeclass_leftovers_warn():
+    snap = healthy_snapshot("v26.3.3", cdi=False)
+    add_runtimeclass(snap, "nvidia-cdi")
+    assert "left over" in cluster("DPL-008", snap).message
+    assert cluster("DPL-008", snap).status == Status.WARN
+    snap = healthy_snapshot("v26.3.3", nri=True)
+    add_runtimeclass(snap, "nvidia")
+    assert cluster("DPL-008", snap).status == Status.WARN
+
+
+# ---- with the verdict: an upstream break is the root cause, the plugin is blocked ---------------------------------
+def test_verdict_orders_toolkit_before_plugin():
+    snap = healthy_snapshot("v26.3.3", driver="host")
+    stuck_init(pod_for(snap, VALIDATOR, N1), "toolkit-validation", restarts=12, snapshot=snap)
+    stuck_init(pod_for(snap, PLUGIN, N1), "toolkit-validation", reason="Running", restarts=0, snapshot=snap)
+    set_node_resource(snap, N1, None, None)
+    checks = [REGISTRY[c] for c in sorted(REGISTRY) if c.startswith(("DRV-", "DPL-"))]
+    findings = [f for c in checks for f in c.run(snap, Settings())]
+    verdict = decide(checks, findings, snap.gpu_node_names, [Layer.DRIVER_TOOLKIT, Layer.DEVICE_PLUGIN])
+    node = next(n for n in verdict.nodes if n.node == N1)
+    assert node.root_cause is not None and node.root_cause.check_id == "DRV-004"
+    assert "toolkit-validation" in node.root_cause.message
+    assert node.layers[Layer.DEVICE_PLUGIN] == Status.BLOCKED
+    assert verdict.outcomes["DPL-001"].status == Status.BLOCKED
+    assert verdict.outcomes["DPL-002"].blocked_nodes == [N1]
+    assert all(n.root_cause is None for n in verdict.nodes if n.node != N1)
+
+
+def test_verdict_cdi_mismatch_is_device_plugin_root_cause():
+    snap = healthy_snapshot("v26.3.3")
+    set_env(snap, PLUGIN, "nvidia-device-plugin", "DEVICE_LIST_STRATEGY", "envvar")
+    checks = [REGISTRY[c] for c in sorted(REGISTRY) if c.startswith(("DRV-", "DPL-"))]
+    findings = [f for c in checks for f in c.run(snap, Settings(expect_cdi="yes"))]
+    verdict = decide(checks, findings, snap.gpu_node_names, [Layer.DRIVER_TOOLKIT, Layer.DEVICE_PLUGIN])
+    assert {n.root_cause.check_id for n in verdict.nodes} == {"DPL-007"}
+    assert verdict.outcomes["DPL-007"].status == Status.FAIL

@@ -1,0 +1,368 @@
+"""Layer 4 checks (DRV-*): healthy clusters pass in every driver mode and version; each fault fails the right check
+on the right node and names the stuck stage."""
+
+from __future__ import annotations
+
+import pytest
+from factory import (
+    crash_container,
+    fail_pod,
+    healthy_snapshot,
+    pod_for,
+    remove_pods,
+    set_label,
+    set_policy,
+    set_restarts,
+    stuck_init,
+)
+
+from gpu_conformance.checks import driver_toolkit  # noqa: F401  (registers the checks)
+from gpu_conformance.checks.registry import REGISTRY
+from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.settings import Settings
+
+DRV_IDS = ["DRV-001", "DRV-002", "DRV-003", "DRV-004", "DRV-005"]
+VALIDATOR = "nvidia-operator-validator"
+TOOLKIT = "nvidia-container-toolkit-daemonset"
+DRIVER = "nvidia-driver-daemonset"
+CUDA = "nvidia-cuda-validator"
+N1 = "gpu-node-1"
+
+
+def run(check_id: str, snap, **settings) -> list[Finding]:
+    return REGISTRY[check_id].run(snap, Settings(**settings))
+
+
+def on(check_id: str, snap, node: str = N1, **settings) -> Finding:
+    found = [f for f in run(check_id, snap, **settings) if f.node == node]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def assert_only_node_fails(check_id: str, snap, node: str = N1, status: Status = Status.FAIL, **settings) -> Finding:
+    findings = run(check_id, snap, **settings)
+    assert {f.node for f in findings} == set(snap.gpu_node_names)
+    bad = [f for f in findings if f.status not in (Status.PASS, Status.NA)]
+    assert [(f.node, f.status) for f in bad] == [(node, status)], [f.message for f in bad]
+    return bad[0]
+
+
+def test_checks_registered_in_layer():
+    for cid in DRV_IDS:
+        assert REGISTRY[cid].layer == Layer.DRIVER_TOOLKIT
+        assert REGISTRY[cid].title and REGISTRY[cid].hint and REGISTRY[cid].detects
+
+
+# ---- healthy clusters ----------------------------------------------------------------------------------------
+HEALTHY = [
+    ("v25.3.4", "operator"), ("v25.10.1", "operator"), ("v26.3.3", "operator"), ("v26.7.0", "operator"),
+    ("v26.3.3", "host"), ("v25.3.4", "host"), ("v26.3.3", "pre-installed"), ("v25.10.1", "pre-installed"),
+    ("v26.3.3", "crd"),
+]
+
+
+@pytest.mark.parametrize(("version", "driver"), HEALTHY)
+@pytest.mark.parametrize("check_id", DRV_IDS)
+def test_healthy_cluster_passes(version, driver, check_id):
+    snap = healthy_snapshot(version, driver=driver)
+    findings = run(check_id, snap)
+    assert sorted(f.node for f in findings) == snap.gpu_node_names
+    expected = Status.NA if (check_id == "DRV-002" and driver in ("host", "pre-installed")) else Status.PASS
+    assert {f.status for f in findings} == {expected}, [f.message for f in findings]
+
+
+def test_host_driver_na_says_why():
+    f = on("DRV-002", healthy_snapshot(driver="host"))
+    assert f.status == Status.NA
+    assert "spec.driver.enabled=false" in f.message and "no driver pod expected" in f.message
+    f = on("DRV-002", healthy_snapshot(driver="pre-installed"))
+    assert "pre-installed" in f.message
+
+
+def test_healthy_validator_lists_version_chain():
+    assert "gdrcopy-validation" in on("DRV-004", healthy_snapshot("v25.10.1")).message
+    assert "nvidia-fs-validation" in on("DRV-004", healthy_snapshot("v25.3.4")).message
+    msg = on("DRV-004", healthy_snapshot("v26.3.3")).message
+    assert "driver-validation, toolkit-validation, cuda-validation" in msg and "nvidia-fs" not in msg
+
+
+# ---- DRV-001 driver configuration ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("driver", "expect", "ok"), [
+    ("operator", "operator", True), ("operator", "host", False), ("host", "operator", False),
+    ("host", "host", True), ("pre-installed", "host", True), ("pre-installed", "operator", False),
+    ("crd", "operator", True), ("crd", "host", False), ("host", "auto", True), ("operator", "auto", True),
+])
+def test_driver_configuration_against_expectation(driver, expect, ok):
+    snap = healthy_snapshot(driver=driver)
+    findings = run("DRV-001", snap, expect_driver=expect)
+    assert {f.status for f in findings} == {Status.PASS if ok else Status.FAIL}
+    if not ok:
+        assert f"--expect-driver={expect}" in findings[0].message
+        assert findings[0].evidence["observed"] in ("operator", "host", "pre-installed")
+
+
+def test_driver_configuration_names_pre_installed_detection():
+    f = on("DRV-001", healthy_snapshot(driver="pre-installed"), expect_driver="operator")
+    assert f.status == Status.FAIL
+    assert "nvidia.com/gpu.deploy.driver=pre-installed" in f.message
+
+
+def test_driver_crd_mode_without_cr_fails():
+    snap = healthy_snapshot(driver="crd")
+    snap.nvidiadrivers = []
+    remove_pods(snap, "nvidia-gpu-driver-ubuntu22.04-7c6d7bd86b")
+    f = on("DRV-001", snap)
+    assert f.status == Status.FAIL and "no NVIDIADriver CR exists" in f.message
+    assert on("DRV-002", snap).status == Status.FAIL
+    snap.crds.discard("nvidiadrivers.nvidia.com")
+    assert "is not installed" in on("DRV-001", snap).message
+
+
+def test_driver_opted_out_by_label_counts_as_host_on_that_node():
+    snap = healthy_snapshot(driver="operator")
+    remove_pods(snap, DRIVER, "gpu-node-2")
+    set_label(snap, "gpu-node-2", "nvidia.com/gpu.deploy.driver", "false")
+    f = on("DRV-001", snap, node="gpu-node-2")
+    assert f.status == Status.PASS and "opted out" in f.message
+    assert on("DRV-002", snap, node="gpu-node-2").status == Status.NA
+    assert on("DRV-001", snap, node="gpu-node-2", expect_driver="operator").status == Status.FAIL
+
+
+# ---- DRV-002 driver pod ----------------------------------------------------------------------------------------
+def test_driver_manager_stuck():
+    snap = healthy_snapshot("v26.3.3")
+    pod = pod_for(snap, DRIVER, N1)
+    stuck_init(pod, "k8s-driver-manager", restarts=5, snapshot=snap,
+               log="Evicting GPU pods\nfailed to drain node: timed out\n")
+    f = assert_only_node_fails("DRV-002", snap)
+    assert "k8s-driver-manager" in f.message and "Init:CrashLoopBackOff" in f.message and "5 restarts" in f.message
+    assert "failed to drain node: timed out" in f.message
+    assert f.evidence["stuck_init_container"] == "k8s-driver-manager"
+    assert "failed to drain node" in f.evidence["log"]
+    assert f.kubectl == f"kubectl -n gpu-operator logs {pod['metadata']['name']} -c k8s-driver-manager --previous"
+
+
+def test_driver_container_crashloop_reports_restarts():
+    snap = healthy_snapshot("v25.10.1")
+    crash_container(pod_for(snap, DRIVER, "gpu-node-3"), "nvidia-driver-ctr", restarts=9, snapshot=snap)
+    f = assert_only_node_fails("DRV-002", snap, node="gpu-node-3")
+    assert "nvidia-driver-ctr" in f.message and "CrashLoopBackOff" in f.message and "9 restarts" in f.message
+    assert f.evidence["restarts"] == 9
+
+
+def test_driver_running_but_not_ready_startup_probe():
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", reason="Running", restarts=0, snapshot=snap)
+    f = assert_only_node_fails("DRV-002", snap)
+    assert "running but not Ready" in f.message and "startup probe" in f.message
+
+
+def test_driver_pod_missing():
+    snap = healthy_snapshot()
+    remove_pods(snap, DRIVER, N1)
+    f = assert_only_node_fails("DRV-002", snap)
+    assert "no driver pod" in f.message and "app.kubernetes.io/component=nvidia-driver" in f.message
+    assert "desired 3, ready 2" in f.message
+
+
+def test_driver_restarts_warn():
+    snap = healthy_snapshot()
+    set_restarts(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", 3)
+    f = assert_only_node_fails("DRV-002", snap, status=Status.WARN)
+    assert "restarted 3 times" in f.message
+    set_restarts(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", 1)
+    assert on("DRV-002", snap).status == Status.PASS
+
+
+def test_kubectl_uses_operator_namespace():
+    snap = healthy_snapshot(namespace="nvidia-gpu-operator")
+    stuck_init(pod_for(snap, DRIVER, N1), "k8s-driver-manager", snapshot=snap)
+    assert on("DRV-002", snap).kubectl.startswith("kubectl -n nvidia-gpu-operator logs ")
+    assert on("DRV-002", snap, operator_namespace="ops").kubectl.startswith("kubectl -n ops logs ")
+
+
+# ---- DRV-003 toolkit pod ---------------------------------------------------------------------------------------
+def test_toolkit_waiting_in_driver_validation_blames_driver():
+    snap = healthy_snapshot(driver="host")
+    stuck_init(pod_for(snap, TOOLKIT, N1), "driver-validation", reason="Running", restarts=0, snapshot=snap)
+    f = assert_only_node_fails("DRV-003", snap)
+    assert "driver-validation" in f.message and "driver is not usable" in f.message and "(driver)" in f.message
+    assert "nvidia-smi" in f.hint
+
+
+def test_toolkit_container_crash_blames_runtime_config():
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, TOOLKIT, N1), "nvidia-container-toolkit-ctr", restarts=4, snapshot=snap,
+                    log="unable to restart containerd: signal: killed")
+    f = assert_only_node_fails("DRV-003", snap)
+    assert "nvidia-container-toolkit-ctr" in f.message and "container runtime" in f.message
+    assert "unable to restart containerd" in f.message
+    assert "containerd" in f.hint and "CRI plugin section" in f.hint
+
+
+def test_toolkit_missing_and_opt_outs():
+    snap = healthy_snapshot()
+    remove_pods(snap, TOOLKIT, N1)
+    f = assert_only_node_fails("DRV-003", snap)
+    assert "no container toolkit pod" in f.message
+    set_label(snap, N1, "nvidia.com/gpu.deploy.container-toolkit", "false")
+    assert on("DRV-003", snap).status == Status.NA
+    set_label(snap, N1, "nvidia.com/gpu.deploy.container-toolkit", "paused-for-driver-upgrade")
+    assert on("DRV-003", snap).status == Status.WARN
+
+
+def test_toolkit_disabled_is_na():
+    snap = healthy_snapshot(toolkit=False)
+    findings = run("DRV-003", snap)
+    assert {f.status for f in findings} == {Status.NA}
+    assert "spec.toolkit.enabled=false" in findings[0].message
+
+
+def test_toolkit_restarts_warn():
+    snap = healthy_snapshot()
+    set_restarts(pod_for(snap, TOOLKIT, N1), "nvidia-container-toolkit-ctr", 2)
+    assert_only_node_fails("DRV-003", snap, status=Status.WARN)
+
+
+# ---- DRV-004 validator chain -----------------------------------------------------------------------------------
+def test_validator_stuck_in_toolkit_validation_message():
+    snap = healthy_snapshot("v26.3.3", driver="host")
+    pod = pod_for(snap, VALIDATOR, N1)
+    stuck_init(pod, "toolkit-validation", restarts=12, snapshot=snap,
+               log="running nvidia-smi\nFailed to initialize NVML: Unknown Error\n")
+    f = assert_only_node_fails("DRV-004", snap)
+    assert f.message.startswith(f"{N1}: validator stuck in toolkit-validation (Init:CrashLoopBackOff, 12 restarts): "
+                                "the container runtime is not configured for NVIDIA (toolkit)")
+    assert 'last log line: "Failed to initialize NVML: Unknown Error"' in f.message
+    assert f.evidence["stage"] == "toolkit-validation" and f.evidence["restarts"] == 12
+    assert f.evidence["state"] == "waiting" and f.evidence["reason"] == "CrashLoopBackOff"
+    assert "Failed to initialize NVML" in f.evidence["log"]
+    assert f.kubectl == f"kubectl -n gpu-operator logs {pod['metadata']['name']} -c toolkit-validation --previous"
+    assert "containerd" in f.hint
+
+
+@pytest.mark.parametrize(("version", "stage", "words"), [
+    ("v26.3.3", "driver-validation", "driver is not usable"),
+    ("v26.3.3", "cuda-validation", "nvidia-cuda-validator"),
+    ("v25.3.4", "nvidia-fs-validation", "nvidia_fs"),
+    ("v25.10.1", "gdrcopy-validation", "gdrdrv"),
+    ("v25.3.4", "toolkit-validation", "not configured for NVIDIA"),
+])
+def test_validator_names_the_stuck_stage(version, stage, words):
+    snap = healthy_snapshot(version)
+    stuck_init(pod_for(snap, VALIDATOR, "gpu-node-2"), stage, reason="Running", restarts=0, snapshot=snap)
+    f = assert_only_node_fails("DRV-004", snap, node="gpu-node-2")
+    assert f"validator stuck in {stage} (Init:" in f.message and words in f.message
+    assert f.evidence["stage"] == stage and f.evidence["state"] == "running"
+
+
+def test_validator_stuck_in_plugin_validation_is_not_this_layers_fault():
+    snap = healthy_snapshot()
+    stuck_init(pod_for(snap, VALIDATOR, N1), "plugin-validation", restarts=3, snapshot=snap)
+    f = on("DRV-004", snap)
+    assert f.status == Status.PASS
+    assert "plugin-validation" in f.message and "DPL-006" in f.message
+
+
+def test_validator_without_device_plugin_has_no_plugin_validation():
+    snap = healthy_snapshot(device_plugin=False)
+    assert "plugin-validation" not in [c["name"] for c in pod_for(snap, VALIDATOR, N1)["spec"]["initContainers"]]
+    assert {f.status for f in run("DRV-004", snap)} == {Status.PASS}
+
+
+def test_validator_missing_or_main_container_down():
+    snap = healthy_snapshot()
+    remove_pods(snap, VALIDATOR, N1)
+    f = assert_only_node_fails("DRV-004", snap)
+    assert "no validator pod" in f.message
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, VALIDATOR, N1), "nvidia-operator-validator", snapshot=snap)
+    f = assert_only_node_fails("DRV-004", snap)
+    assert "nvidia-operator-validator" in f.message and "CrashLoopBackOff" in f.message
+
+
+def test_validator_lacking_a_required_stage_warns():
+    snap = healthy_snapshot()
+    pod = pod_for(snap, VALIDATOR, N1)
+    pod["spec"]["initContainers"] = [c for c in pod["spec"]["initContainers"] if c["name"] != "cuda-validation"]
+    pod["status"]["initContainerStatuses"] = [c for c in pod["status"]["initContainerStatuses"]
+                                              if c["name"] != "cuda-validation"]
+    f = assert_only_node_fails("DRV-004", snap, status=Status.WARN)
+    assert "cuda-validation" in f.message
+
+
+def test_validator_opted_out_is_na():
+    snap = healthy_snapshot()
+    set_label(snap, N1, "nvidia.com/gpu.deploy.operator-validator", "false")
+    remove_pods(snap, VALIDATOR, N1)
+    assert on("DRV-004", snap).status == Status.NA
+    assert on("DRV-005", snap).status == Status.NA
+
+
+def test_validator_restarts_warn():
+    snap = healthy_snapshot()
+    set_restarts(pod_for(snap, VALIDATOR, N1), "toolkit-validation", 4)
+    assert_only_node_fails("DRV-004", snap, status=Status.WARN)
+
+
+# ---- DRV-005 CUDA validator pod ---------------------------------------------------------------------------------
+def test_cuda_validator_failed():
+    snap = healthy_snapshot()
+    pod = pod_for(snap, CUDA, "gpu-node-2")
+    fail_pod(pod, "cuda-validation", exit_code=1, snapshot=snap, log="Failed to allocate device vector A "
+             "(error code no CUDA-capable device is detected)!")
+    f = assert_only_node_fails("DRV-005", snap, node="gpu-node-2")
+    assert pod["metadata"]["name"] in f.message and "Failed" in f.message and "cuda-validation" in f.message
+    assert "exit code 1" in f.message and "no CUDA-capable device" in f.message
+    assert f.evidence["observed"] == "Failed" and f.evidence["expected"] == "Succeeded"
+    assert f.kubectl.endswith(f"logs {pod['metadata']['name']} -c cuda-validation")
+
+
+def test_cuda_validator_crashlooping():
+    snap = healthy_snapshot()
+    pod = pod_for(snap, CUDA, N1)
+    stuck_init(pod, "cuda-validation", restarts=6, snapshot=snap)
+    f = assert_only_node_fails("DRV-005", snap)
+    assert "Init:CrashLoopBackOff" in f.message and "6 restarts" in f.message
+
+
+def test_cuda_validator_image_pull():
+    snap = healthy_snapshot()
+    stuck_init(pod_for(snap, CUDA, N1), "cuda-validation", reason="ImagePullBackOff", restarts=0, snapshot=snap)
+    f = assert_only_node_fails("DRV-005", snap)
+    assert "Init:ImagePullBackOff" in f.message
+
+
+def test_cuda_validator_still_running_warns():
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, CUDA, N1), CUDA, reason="Running", restarts=0, snapshot=snap)
+    f = assert_only_node_fails("DRV-005", snap, status=Status.WARN)
+    assert "still running" in f.message
+
+
+def test_cuda_validator_absent_depends_on_validator_progress():
+    snap = healthy_snapshot()
+    remove_pods(snap, CUDA, N1)
+    f = on("DRV-005", snap)
+    assert f.status == Status.PASS and "removed" in f.message
+
+    stuck_init(pod_for(snap, VALIDATOR, N1), "toolkit-validation", snapshot=snap)
+    f = on("DRV-005", snap)
+    assert f.status == Status.NA and "toolkit-validation" in f.message
+
+    snap = healthy_snapshot()
+    remove_pods(snap, CUDA, N1)
+    stuck_init(pod_for(snap, VALIDATOR, N1), "cuda-validation", reason="Running", restarts=0, snapshot=snap)
+    f = on("DRV-005", snap)
+    assert f.status == Status.FAIL and "no nvidia-cuda-validator-* pod" in f.message
+
+    remove_pods(snap, VALIDATOR, N1)
+    assert on("DRV-005", snap).status == Status.NA
+
+
+def test_driver_disabled_via_policy_switches_mode():
+    snap = healthy_snapshot(driver="operator")
+    set_policy(snap, "driver.enabled", False)
+    remove_pods(snap, DRIVER)
+    assert {f.status for f in run("DRV-002", snap)} == {Status.NA}
+    assert {f.evidence["observed"] for f in run("DRV-001", snap)} == {"host"}
