@@ -272,23 +272,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     from gpu_conformance.report.terminal import summary_lines
 
     terminalreporter.section("GPU Operator conformance")
-    for line in summary_lines(result):
-        terminalreporter.write_line(line)
     reports = getattr(config, "_gpu_reports", {})
+    for line in summary_lines(result, reports):
+        terminalreporter.write_line(line)
     baseline = config._gpu_settings.baseline  # type: ignore[attr-defined]
     if baseline:
         from gpu_conformance.report.diff import diff_runs, format_diff
-        from gpu_conformance.report.json_report import load_json
+        from gpu_conformance.report.json_report import load_json, result_dict
 
         try:
             old = load_json(baseline)
             terminalreporter.write_line(f"changes since {baseline}:")
-            terminalreporter.write_line(format_diff(diff_runs(old, result.to_json_dict())))
+            terminalreporter.write_line(format_diff(diff_runs(old, result_dict(result))))
         except (OSError, ValueError) as e:
             terminalreporter.write_line(f"baseline {baseline} unreadable: {e}", red=True)
-    if "html" in reports:
-        terminalreporter.write_line(f"report: {reports['html']}", bold=True)
-    _ = sys  # stdout stays pytest's
 
 
 def layer_params(layer: Layer) -> list[Any]:

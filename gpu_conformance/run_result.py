@@ -67,6 +67,7 @@ class RunResult:
                     "name": n.node,
                     "layers": {str(layer): str(s) for layer, s in n.layers.items()},
                     "root_cause": n.root_cause.to_dict() if n.root_cause else None,
+                    "transient": n.transient.to_dict() if n.transient else None,
                     "driver_config": self.driver_config.get(n.node, "unknown"),
                 }
                 for n in v.nodes

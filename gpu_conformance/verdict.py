@@ -30,10 +30,20 @@ class NodeVerdict:
     node: str
     layers: dict[Layer, Status] = field(default_factory=dict)
     root_cause: RootCause | None = None
+    # A transient state (driver upgrade, MIG change) that pauses later layers without being a break.
+    transient: RootCause | None = None
+
+    @property
+    def stop(self) -> RootCause | None:
+        """What ends this node's chain: a root cause, else a transient pause."""
+        return self.root_cause or self.transient
 
     def blocked_reason(self) -> str:
-        rc = self.root_cause
-        return f"blocked by {rc.layer}: {rc.message}" if rc else ""
+        if self.root_cause:
+            return f"blocked by {self.root_cause.layer}: {self.root_cause.message}"
+        if self.transient:
+            return f"paused ({self.transient.layer}): {self.transient.message}"
+        return ""
 
 
 @dataclass
@@ -61,7 +71,7 @@ class Verdict:
             return NOT_CONFORMANT
         if any(n.root_cause for n in self.nodes):
             return NOT_CONFORMANT
-        if set(self.layers_run) != set(LAYER_ORDER) or not self.nodes:
+        if set(self.layers_run) != set(LAYER_ORDER) or not self.nodes or any(n.transient for n in self.nodes):
             return INCOMPLETE
         return CONFORMANT
 
@@ -116,7 +126,7 @@ def decide(
     for n in gpu_nodes:
         nv = NodeVerdict(node=n)
         for layer in LAYER_ORDER:
-            if nv.root_cause is not None:
+            if nv.stop is not None:
                 nv.layers[layer] = Status.BLOCKED
                 continue
             if layer not in layers_run:
@@ -129,6 +139,10 @@ def decide(
                 ff = _first_fail(fs, check_order)
                 assert ff is not None
                 nv.root_cause = RootCause(layer, ff.check_id, ff.message)
+            else:
+                tr = next((f for f in fs if f.status == Status.WARN and f.evidence.get("transient")), None)
+                if tr is not None:
+                    nv.transient = RootCause(layer, tr.check_id, tr.message)
         nodes.append(nv)
     node_by_name = {nv.node: nv for nv in nodes}
 
@@ -144,18 +158,18 @@ def decide(
                     blocked.append("<cluster>")
                     reasons.append(f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}")
                 elif gpu_nodes and all(
-                    (rc := node_by_name[n].root_cause) is not None and rc.layer.index < c.layer.index
+                    (rc := node_by_name[n].stop) is not None and rc.layer.index < c.layer.index
                     for n in gpu_nodes
                 ):
                     blocked.append("<cluster>")
-                    rc0 = node_by_name[gpu_nodes[0]].root_cause
+                    rc0 = node_by_name[gpu_nodes[0]].stop
                     assert rc0 is not None
                     reasons.append(f"every GPU node is blocked by an earlier layer, e.g. {rc0.layer}: {rc0.message}")
                 else:
                     failing.append("<cluster>")
                 continue
             nv = node_by_name.get(f.node)
-            rc = nv.root_cause if nv else None
+            rc = nv.stop if nv else None
             if rc is not None and rc.layer.index < c.layer.index:
                 blocked.append(f.node)
                 reasons.append(nv.blocked_reason())  # type: ignore[union-attr]

@@ -91,5 +91,5 @@ def test_grid_in_dom_after_scripts(page: Path, tmp_path: Path) -> None:
 
 
 def test_failures_only_link(page: Path, tmp_path: Path) -> None:
-    proc = _run_chromium(tmp_path, "--dump-dom", page.as_uri() + "#failures-only")
+    proc = _run_chromium(tmp_path, "--dump-dom", page.as_uri() + "#failures")
     assert '<body class="failures-only">' in proc.stdout, proc.stderr[-2000:]

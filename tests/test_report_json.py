@@ -80,3 +80,9 @@ def test_load_json_errors(tmp_path: Path, content: str | None, message: str) -> 
         path.write_text(content)
     with pytest.raises(UsageError, match=message):
         load_json(path)
+
+
+def test_load_json_error_is_also_a_value_error(tmp_path: Path) -> None:
+    # Callers (CLI, --baseline) may catch either: the usage error's one-line message, or ValueError.
+    with pytest.raises(ValueError, match="no such file"):
+        load_json(tmp_path / "missing.json")

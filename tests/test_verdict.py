@@ -69,3 +69,16 @@ def test_warn_does_not_fail_and_missing_probe_layer_is_incomplete() -> None:
     assert v.outcomes["DPL-X"].status == Status.WARN
     assert v.nodes[0].layers[Layer.DEVICE_PLUGIN] == Status.WARN
     assert v.overall == INCOMPLETE
+
+
+def test_transient_pause_blocks_later_layers_without_failing() -> None:
+    findings = per_node({("DPL-X", "n1"): Status.FAIL, ("PRB-X", "n1"): Status.FAIL})
+    findings.append(Finding("DRV-X", Status.WARN, "paused for driver upgrade", node="n1",
+                            evidence={"transient": True}))
+    findings = [f for f in findings if not (f.check_id == "DRV-X" and f.node == "n1" and f.status == Status.PASS)]
+    v = decide(CHECKS, findings, NODES)
+    n1 = v.nodes[0]
+    assert n1.root_cause is None and n1.transient and n1.transient.message == "paused for driver upgrade"
+    assert n1.layers[Layer.DEVICE_PLUGIN] == Status.BLOCKED
+    assert v.outcomes["DPL-X"].status == Status.BLOCKED and "paused" in v.outcomes["DPL-X"].reason
+    assert v.overall == INCOMPLETE

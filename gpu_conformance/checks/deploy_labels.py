@@ -62,7 +62,7 @@ def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Fin
             findings.append(Finding("LBL-001", Status.WARN,
                                     "transient: " + ", ".join(p.removeprefix(DEPLOY_PREFIX) for p in paused)
                                     + (f" (driver upgrade state {upgrade})" if upgrade else ""),
-                                    node=n, evidence={**ev, UPGRADE_STATE_LABEL: upgrade}))
+                                    node=n, evidence={**ev, UPGRADE_STATE_LABEL: upgrade, "transient": True}))
         elif opted_out:
             short = ", ".join(k.removeprefix(DEPLOY_PREFIX) for k in opted_out)
             findings.append(Finding("LBL-001", Status.WARN,

@@ -120,8 +120,8 @@ class CheckView:
     def hidden_text(self) -> str:
         if not self.hidden:
             return ""
-        parts = [f"{n} {status}" for status, n in sorted(self.hidden.items(), key=lambda kv: _FINDING_RANK[kv[0]])]
-        return f"{', '.join(parts)} more finding groups not shown here; conformance.json lists every finding."
+        parts = [f"{n} more {status}" for status, n in sorted(self.hidden.items(), key=lambda kv: _FINDING_RANK[kv[0]])]
+        return f"Not shown here: {', '.join(parts)} findings. conformance.json lists every finding."
 
 
 @lru_cache(maxsize=1)
@@ -259,15 +259,17 @@ def _check_view(check: Mapping[str, Any]) -> CheckView:
             # The check saw a failure, but an earlier layer explains it: show it as the consequence it is.
             status, note = "blocked", view.reason
         evidence = f.get("evidence") or {}
-        evidence_json = json.dumps(evidence, indent=2, sort_keys=True, ensure_ascii=False, default=str) \
-            if evidence else ""
+        # Shown in the check's own order (object, field, observed, expected reads as a sentence); compared
+        # in sorted order so that equal evidence groups whatever order it was built in.
+        evidence_json = json.dumps(evidence, indent=2, ensure_ascii=False, default=str) if evidence else ""
+        evidence_key = json.dumps(evidence, sort_keys=True, default=str) if evidence else ""
         hint = str(f.get("hint") or "")
         hint = "" if hint == view.hint else hint
         f_kubectl = _for_node(str(f.get("kubectl") or ""), node)
         f_kubectl = "" if f_kubectl in ("", view.kubectl) else f_kubectl
         message = str(f.get("message") or "")
         # Findings that differ only by their node's name are one finding on several nodes.
-        key = (status, _neutral(message, node), _neutral(evidence_json, node), _neutral(hint, node),
+        key = (status, _neutral(message, node), _neutral(evidence_key, node), _neutral(hint, node),
                _neutral(f_kubectl, node), note)
         g = groups.get(key)
         if g is None:
@@ -276,7 +278,8 @@ def _check_view(check: Mapping[str, Any]) -> CheckView:
         else:
             if len(g.nodes) == 1 and node:
                 # From now on the group speaks for several nodes: use the name-neutral wording.
-                g.message, g.evidence, g.hint, g.kubectl = key[1], key[2], key[3], key[4]
+                g.message, g.hint, g.kubectl = key[1], key[3], key[4]
+                g.evidence = _neutral(g.evidence, g.nodes[0])
             if node:
                 g.nodes.append(node)
     ordered = sorted(groups.values(), key=lambda g: (_FINDING_RANK.get(g.status, 9),
@@ -289,6 +292,11 @@ def _check_view(check: Mapping[str, Any]) -> CheckView:
         if counts[g.status] > limit:
             view.hidden[g.status] = view.hidden.get(g.status, 0) + 1
             continue
+        # A group's name-neutral command or hint can turn out to be the check's own: say it once.
+        if g.kubectl == view.kubectl:
+            g.kubectl = ""
+        if g.hint == view.hint:
+            g.hint = ""
         g.nodes = node_sorted(set(g.nodes))
         g.nodes_label = _names_label(g.nodes)[0] if g.nodes else "cluster-wide"
         shown.append(g)

@@ -15,6 +15,14 @@ from gpu_conformance.run_result import SCHEMA_VERSION, RunResult
 JSON_NAME = "conformance.json"
 
 
+class ReportFileError(UsageError, ValueError):
+    """A file given as a report is missing or is not a conformance.json.
+
+    A UsageError (one line, exit 4, like any bad option) and also a ValueError, so callers that catch
+    ValueError around load_json keep working.
+    """
+
+
 def result_dict(result: RunResult) -> dict[str, Any]:
     """The redacted schema-v1 dict of a run: what every reporter renders, so they cannot disagree."""
     return redact(result.to_json_dict())
@@ -48,21 +56,21 @@ def write_json(result: RunResult, report_dir: Path) -> Path:
 
 
 def load_json(path: Path | str) -> dict[str, Any]:
-    """Read a conformance.json written by this or an earlier run; UsageError when it is not one."""
+    """Read a conformance.json written by this or an earlier run; ReportFileError when it is not one."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UsageError(f"{p}: no such file") from None
+        raise ReportFileError(f"{p}: no such file") from None
     except OSError as e:
-        raise UsageError(f"{p}: cannot read ({e.strerror or e})") from None
+        raise ReportFileError(f"{p}: cannot read ({e.strerror or e})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise UsageError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+        raise ReportFileError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
     if not isinstance(data, dict) or "schema_version" not in data or "verdict" not in data:
-        raise UsageError(f"{p}: not a conformance.json (no schema_version/verdict)")
+        raise ReportFileError(f"{p}: not a conformance.json (no schema_version/verdict)")
     if str(data["schema_version"]) != SCHEMA_VERSION:
-        raise UsageError(f"{p}: schema version {data['schema_version']} is not supported "
+        raise ReportFileError(f"{p}: schema version {data['schema_version']} is not supported "
                          f"(this version reads {SCHEMA_VERSION})")
     return data

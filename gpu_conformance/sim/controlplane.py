@@ -148,6 +148,10 @@ class SimCluster:
                 for name in ("kube-controller-manager", "kube-scheduler"):
                     self._spawn(name, self._command(name, bin_dir))
                 self._wait_ready(deadline)
+            except SimClusterError as exc:
+                # The component logs are the only clue to a failed boot: keep the state dir for them.
+                self._teardown(keep_state_dir=True)
+                raise SimClusterError(f"{exc} [state dir kept for debugging]") from None
             except BaseException:
                 # Covers KeyboardInterrupt during boot as well: never leave half a cluster running.
                 self.stop()
@@ -156,17 +160,22 @@ class SimCluster:
 
     def stop(self) -> None:
         """Kill every process this cluster started (whole groups) and remove what it created."""
+        self._teardown(keep_state_dir=False)
+
+    def _teardown(self, keep_state_dir: bool) -> None:
         with self._lock:
             _kill_all(list(self._procs.values()))
             self._procs.clear()
             if self._etcd_dir is not None:
                 shutil.rmtree(self._etcd_dir, ignore_errors=True)
                 self._etcd_dir = None
-            if self._owns_state_dir:
+            if self._owns_state_dir and not keep_state_dir:
                 shutil.rmtree(self.state_dir, ignore_errors=True)
             else:
                 # The processes are gone: a stale pid list must never be acted on later.
                 (self.state_dir / PIDS_FILE).unlink(missing_ok=True)
+                if keep_state_dir and self._dir_finalizer is not None:
+                    self._dir_finalizer.detach()
             _unregister_live(self)
 
     def __enter__(self) -> SimCluster:
@@ -430,8 +439,9 @@ class SimCluster:
                     attempt()
         except RetryError as exc:
             last = exc.last_attempt.exception()
+            log = self.state_dir / f"{component}.log"
             raise SimClusterError(f"simulated cluster not ready: {component} {what} still failing when the "
-                                  f"start timeout ran out ({last}); see {self.state_dir / (component + '.log')}"
+                                  f"start timeout ran out ({last}); last log line: {_last_line(log)} (log: {log})"
                                   ) from None
 
     def _check_alive(self) -> None:
@@ -571,13 +581,15 @@ def _kill_all(procs: list[_Proc]) -> None:
             _signal_group(proc.pid, signal.SIGKILL)
             # After SIGKILL the kernel may need a moment to tear the process down and free its ports.
             _wait_group_gone(proc, _STOP_GRACE)
+        if proc.popen is not None:
+            # Reap our child: the group check ignores zombies, so it may have died after the last poll.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=_STOP_GRACE)
 
 
 def _wait_group_gone(proc: _Proc, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while True:
-        if proc.popen is not None:
-            proc.popen.poll()  # reap our own child so it does not linger as a zombie
         if not _group_alive(proc.pid):
             return True
         if time.monotonic() >= deadline:

@@ -295,12 +295,20 @@ def node_object(plan: inst.NodePlan, profile: Profile, kubelet_version: str) -> 
     }
 
 
-def _create_all(kube: Kube, objs: list[Obj], workers: int = 8) -> None:
+def _create_all(kube: Kube, objs: list[Obj], workers: int = 8, ignore_existing: bool = False) -> None:
     """Create objects concurrently (order inside one call does not matter)."""
     if not objs:
         return
+
+    def create(obj: Obj) -> None:
+        try:
+            kube.create(obj)
+        except ApiException as e:
+            if not (ignore_existing and e.status == 409):
+                raise
+
     with ThreadPoolExecutor(max_workers=min(workers, len(objs))) as pool:
-        list(pool.map(kube.create, objs))
+        list(pool.map(create, objs))
 
 
 def _wait(what: Callable[[], bool], deadline: float, message: Callable[[], str]) -> None:
@@ -310,14 +318,7 @@ def _wait(what: Callable[[], bool], deadline: float, message: Callable[[], str])
         time.sleep(_POLL)
 
 
-def _ensure_crds(kube: Kube, crds: list[Obj], deadline: float) -> None:
-    for crd in crds:
-        try:
-            kube.create(crd)
-        except ApiException as e:
-            if e.status != 409:
-                raise
-
+def _wait_established(kube: Kube, crds: list[Obj], deadline: float) -> None:
     def established() -> bool:
         for crd in crds:
             got = kube.get("CustomResourceDefinition", crd["metadata"]["name"])
@@ -408,7 +409,15 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
     except ApiException as e:
         if e.status != 409:
             raise
-    _ensure_crds(kube, preview.crds, deadline)
+    _create_all(kube, preview.crds, ignore_existing=True)
+    # While the CRDs get established: nodes and what Helm creates (none of it needs the ClusterPolicy).
+    kubelet_version = kube.request("GET", "/version").get("gitVersion", "v1.36.0")
+    _create_all(kube, [node_object(n, p, kubelet_version) for n in preview.nodes])
+    mark("nodes")
+    _create_all(kube, [o for o in preview.helm_objects if o["kind"] in ("ServiceAccount", "ConfigMap")])
+    _create_all(kube, [o for o in preview.helm_objects if o["kind"] not in ("ServiceAccount", "ConfigMap")])
+    mark("helm")
+    _wait_established(kube, preview.crds, deadline)
     cp = _create_clusterpolicy(kube, preview.clusterpolicy, deadline)
     uid = cp["metadata"]["uid"]
     # The operator's first reconcile finds nothing ready yet.
@@ -417,15 +426,10 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
     mark("clusterpolicy")
 
     manifests = inst.build(p, namespace, gpu_names, cpu_names, clusterpolicy_uid=uid)
-    kubelet_version = kube.request("GET", "/version").get("gitVersion", "v1.36.0")
-    _create_all(kube, [node_object(n, p, kubelet_version) for n in manifests.nodes])
-    mark("nodes")
-    _create_all(kube, [o for o in manifests.helm_objects if o["kind"] in ("ServiceAccount", "ConfigMap")])
-    _create_all(kube, [o for o in manifests.helm_objects if o["kind"] not in ("ServiceAccount", "ConfigMap")])
     # RuntimeClasses and ServiceAccounts before any pod that names them (admission rejects the pod).
     _create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps])
     _create_all(kube, [*manifests.daemonsets, *manifests.services])
-    mark("objects")
+    mark("operands")
 
     sim = SimInstall(client=client, profile=p, namespace=namespace, gpu_nodes=gpu_names, cpu_nodes=cpu_names,
                      manifests=manifests, clusterpolicy_uid=uid, log_writer=log_writer, timings=timings)

@@ -1,0 +1,488 @@
+"""Named faults: each breaks a running simulated GPU cluster the way real clusters break.
+
+A fault changes objects through the API as the broken component would leave them (kubelet's pod
+statuses, the operator's labels, the device plugin's node resources, the runtime's probe output);
+it never touches the suite's expectations. Each fault declares what the suite must report: the root
+cause layer, the checks that must fail (exactly those), and the affected nodes. The matrix test in
+tests/test_fault_matrix.py holds the suite to that.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from gpu_conformance import operands as op
+from gpu_conformance.model import Layer
+from gpu_conformance.sim import pod_states
+from gpu_conformance.sim.install import CLUSTERPOLICY_NAME, NFD_PCI_LABEL, clusterpolicy_status, nfd_name
+from gpu_conformance.sim.reconcile import Kube, SimInstall
+from gpu_conformance.verdict import INCOMPLETE, NOT_CONFORMANT
+
+Obj = dict[str, Any]
+NODE = "gpu-node-1"  # the node a single-node fault breaks; gpu-node-0 and gpu-node-2 must stay green
+CLUSTER = "cluster"
+ALL = "all"
+PROBE_LOG = "gpu-probe"
+
+
+@dataclass
+class FaultContext:
+    sim: SimInstall
+    log_writer: Callable[[str, str], None] | None
+
+    @property
+    def kube(self) -> Kube:
+        return self.sim.api
+
+    @property
+    def ns(self) -> str:
+        return self.sim.namespace
+
+    def pods(self, app: str, node: str | None = None) -> list[Obj]:
+        pods = self.kube.list("Pod", self.ns, label_selector=f"app={app}")
+        return [p for p in pods if node is None or p.get("spec", {}).get("nodeName") == node]
+
+    def pod(self, app: str, node: str) -> Obj:
+        pods = self.pods(app, node)
+        if not pods:
+            raise RuntimeError(f"fault: no {app} pod on {node}")
+        return pods[0]
+
+    def set_status(self, pod: Obj, status: Obj) -> None:
+        self.kube.patch("Pod", pod["metadata"]["name"], {"status": status}, self.ns, status=True)
+
+    def log(self, container: str, text: str) -> None:
+        if self.log_writer is not None:
+            self.log_writer(container, text if text.endswith("\n") else text + "\n")
+
+    def node_patch(self, node: str, patch: Obj, status: bool = False) -> None:
+        self.kube.patch("Node", node, patch, status=status)
+
+    def drop_gpu_resources(self, node: str, allocatable_only: bool = False, value: str | None = None) -> None:
+        n = self.kube.get("Node", node)
+        keys = [k for k in (n.get("status", {}).get("capacity") or {})
+                if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-")]
+        alloc = dict.fromkeys(keys, value)
+        st: Obj = {"allocatable": alloc}
+        if not allocatable_only:
+            st["capacity"] = dict.fromkeys(keys, value)
+        self.node_patch(node, {"status": st}, status=True)
+
+    def wait(self, cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if cond():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"fault did not take effect: {what}")
+
+    def wait_no_pods(self, app: str, node: str) -> None:
+        self.wait(lambda: not self.pods(app, node), f"{app} pod gone from {node}")
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    description: str            # the real-world situation it reproduces
+    injection: str              # what it changes, in one line
+    apply: Callable[[FaultContext], None]
+    layer: Layer | None         # root-cause layer of the affected nodes (None: nothing may fail)
+    checks: frozenset[str]      # exactly the checks whose outcome must be FAIL
+    nodes: str                  # NODE, ALL, or CLUSTER (a cluster-wide root cause)
+    profile: str = "default"
+    settings: dict[str, Any] = field(default_factory=dict)  # run options the situation implies
+    verdict: str = NOT_CONFORMANT
+    warns: frozenset[str] = frozenset()  # checks that must report WARN (e.g. an opt-out)
+
+    def affected(self, gpu_nodes: list[str]) -> list[str]:
+        if self.nodes == NODE:
+            return [NODE]
+        return list(gpu_nodes)
+
+
+FAULTS: dict[str, Fault] = {}
+
+
+def fault(name: str, description: str, injection: str, layer: Layer | None, checks: set[str], nodes: str,
+          **kw: Any) -> Callable[[Callable[[FaultContext], None]], Callable[[FaultContext], None]]:
+    def wrap(fn: Callable[[FaultContext], None]) -> Callable[[FaultContext], None]:
+        FAULTS[name] = Fault(name, description, injection, fn, layer, frozenset(checks), nodes, **kw)
+        return fn
+    return wrap
+
+
+def apply(sim: SimInstall, name: str, cluster: Any = None) -> Fault:
+    """Inject a fault into a running simulated cluster (gpu-conformance sim up --fault, the matrix)."""
+    f = FAULTS[name]
+    writer = getattr(cluster, "write_container_log", None) or sim.log_writer
+    f.apply(FaultContext(sim, writer))
+    return f
+
+
+# ---- the chain of the validator, broken at one stage on one node --------------------------
+GATED = (op.DEVICE_PLUGIN, op.GFD, op.DCGM_EXPORTER, op.DCGM, op.MIG_MANAGER)
+
+
+def _gated_pods_wait_for_toolkit(ctx: FaultContext, node: str) -> None:
+    """Without toolkit-ready every operand gated on it sits in Init:0/1 (the field note's picture)."""
+    for o in GATED:
+        for p in ctx.pods(o.daemonset, node):
+            if any(c["name"] == "toolkit-validation" for c in p["spec"].get("initContainers") or []):
+                ctx.set_status(p, pod_states.stuck_in_init(p, "toolkit-validation", crash=False))
+    ctx.drop_gpu_resources(node)  # the device plugin never registered with kubelet
+
+
+def _validator_stuck(ctx: FaultContext, node: str, stage: str, crash: bool, restarts: int) -> None:
+    v = ctx.pod(op.VALIDATOR.daemonset, node)
+    ctx.set_status(v, pod_states.stuck_in_init(v, stage, crash=crash, restarts=restarts))
+
+
+def _no_cuda_validator(ctx: FaultContext, node: str) -> None:
+    # The validator never reached cuda-validation, so it never created its workload pod on this node.
+    for p in ctx.pods(op.CUDA_VALIDATOR_APP, node):
+        ctx.kube.request("DELETE", ctx.kube.path("Pod", p["metadata"]["name"], ctx.ns),
+                         body={"gracePeriodSeconds": 0})
+    ctx.wait(lambda: not ctx.pods(op.CUDA_VALIDATOR_APP, node), "cuda validator gone")
+
+
+DRIVER_FAIL_LOG = ('time="{t}" level=info msg="Attempting to validate a driver container installation"\n'
+                   'time="{t}" level=info msg="driver container is not ready: waiting for '
+                   '/run/nvidia/validations/.driver-ctr-ready"\n')
+HOST_DRIVER_FAIL_LOG = ('time="{t}" level=info msg="Attempting to validate a pre-installed driver on the host"\n'
+                        'running command chroot with args [/host nvidia-smi]\n'
+                        'NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver. Make sure '
+                        'that the latest NVIDIA driver is installed and running.\n'
+                        'time="{t}" level=info msg="command failed, retrying after 5 seconds"\n')
+TOOLKIT_FAIL_LOG = ('time="{t}" level=info msg="version: {v}"\nrunning command nvidia-smi with args []\n'
+                    'sh: 1: nvidia-smi: not found\n'
+                    'time="{t}" level=info msg="command failed, retrying after 5 seconds"\n'
+                    'time="{t}" level=fatal msg="error validating toolkit installation: exit status 127"\n')
+
+
+def _t() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# ---- operator ------------------------------------------------------------------------------
+@fault("operator-scaled-to-zero", "someone scaled the gpu-operator Deployment to 0: nothing reconciles any more",
+       "Deployment gpu-operator spec.replicas=0 (kube-controller-manager removes the pod)",
+       Layer.OPERATOR, {"OPR-004"}, CLUSTER)
+def _operator_scaled_to_zero(ctx: FaultContext) -> None:
+    ctx.kube.patch("Deployment", op.OPERATOR_DEPLOYMENT, {"spec": {"replicas": 0}}, ctx.ns)
+    ctx.wait(lambda: not ctx.pods("gpu-operator"), "operator pod deleted")
+
+
+@fault("operator-crashloop", "the operator pod crash-loops (e.g. a bad operator image or RBAC change)",
+       "operator pod status: container gpu-operator CrashLoopBackOff, 12 restarts",
+       Layer.OPERATOR, {"OPR-004"}, CLUSTER)
+def _operator_crashloop(ctx: FaultContext) -> None:
+    p = ctx.pods("gpu-operator")[0]
+    ctx.set_status(p, pod_states.crash_looping(p, "gpu-operator", restarts=12))
+    ctx.wait(lambda: (ctx.kube.get("Deployment", op.OPERATOR_DEPLOYMENT, ctx.ns).get("status", {})
+                      .get("availableReplicas") or 0) == 0, "Deployment unavailable")
+
+
+@fault("clusterpolicy-operand-not-ready", "the operator reports a state not ready (toolkit state failing)",
+       "ClusterPolicy status: state notReady, Error=True OperandNotReady naming state-container-toolkit",
+       Layer.OPERATOR, {"OPR-003"}, CLUSTER)
+def _operand_not_ready(ctx: FaultContext) -> None:
+    ctx.kube.patch("ClusterPolicy", CLUSTERPOLICY_NAME, {"status": clusterpolicy_status(
+        ctx.ns, ready=False, states_not_ready=("state-container-toolkit",))}, status=True)
+
+
+@fault("no-gpu-nodes", "NFD never labelled anything: the operator reports ready but NoGPUNodes",
+       "remove NFD PCI, gpu.present, deploy and GFD labels and GPU resources from every node; ClusterPolicy "
+       "Ready reason NoGPUNodes",
+       Layer.OPERATOR, {"OPR-003", "NFD-001"}, CLUSTER)
+def _no_gpu_nodes(ctx: FaultContext) -> None:
+    for n in ctx.sim.gpu_nodes:
+        labels = ctx.kube.get("Node", n)["metadata"].get("labels") or {}
+        drop = {k: None for k in labels if k.startswith("nvidia.com/") or k == NFD_PCI_LABEL}
+        ctx.node_patch(n, {"metadata": {"labels": drop}})
+        ctx.drop_gpu_resources(n)
+    st = clusterpolicy_status(ctx.ns, ready=True)
+    for c in st["conditions"]:
+        if c["type"] == "Ready":
+            c.update(reason="NoGPUNodes", message="No GPU node found, watching for new nodes to join the cluster.")
+    ctx.kube.patch("ClusterPolicy", CLUSTERPOLICY_NAME, {"status": st}, status=True)
+    ctx.wait(lambda: not ctx.pods(op.DEVICE_PLUGIN.daemonset), "operand pods withdrawn")
+
+
+@fault("toolkit-daemonset-deleted", "the toolkit DaemonSet was deleted while the ClusterPolicy enables it",
+       "delete DaemonSet nvidia-container-toolkit-daemonset (its pods go with it)",
+       Layer.OPERATOR, {"OPR-006"}, CLUSTER)
+def _toolkit_ds_deleted(ctx: FaultContext) -> None:
+    ctx.kube.request("DELETE", ctx.kube.path("DaemonSet", op.TOOLKIT.daemonset, ctx.ns),
+                     body={"propagationPolicy": "Foreground"})
+    ctx.wait(lambda: not any(d["metadata"]["name"] == op.TOOLKIT.daemonset
+                             for d in ctx.kube.list("DaemonSet", ctx.ns)), "toolkit DaemonSet gone")
+
+
+@fault("dcgm-exporter-crashloop", "DCGM exporter crash-loops on one node (a known issue on some GPUs/drivers); "
+       "GPUs still work, monitoring does not",
+       "nvidia-dcgm-exporter pod status on gpu-node-1: CrashLoopBackOff, 9 restarts",
+       Layer.OPERATOR, {"OPR-007"}, NODE)
+def _dcgm_exporter_crashloop(ctx: FaultContext) -> None:
+    p = ctx.pod(op.DCGM_EXPORTER.daemonset, NODE)
+    ctx.set_status(p, pod_states.crash_looping(p, "nvidia-dcgm-exporter", restarts=9))
+
+
+# ---- nfd -------------------------------------------------------------------------------------
+@fault("nfd-worker-missing", "NFD worker broken on one node: nfd-gc removes its PCI label, the operator sets "
+       "gpu.present=false and withdraws every operand from the node",
+       "nfd-worker pod on gpu-node-1 CrashLoopBackOff; node loses pci-10de, deploy and GFD labels, "
+       "gpu.present=false, GPU resources gone",
+       Layer.NFD, {"NFD-002", "NFD-003"}, NODE)
+def _nfd_worker_missing(ctx: FaultContext) -> None:
+    w = next(p for p in ctx.kube.list("Pod", ctx.ns, label_selector="role=worker")
+             if p["spec"].get("nodeName") == NODE)
+    ctx.set_status(w, pod_states.crash_looping(w, w["spec"]["containers"][0]["name"], restarts=6))
+    labels = ctx.kube.get("Node", NODE)["metadata"].get("labels") or {}
+    drop: dict[str, str | None] = {k: None for k in labels if k.startswith("nvidia.com/") or k == NFD_PCI_LABEL}
+    drop["nvidia.com/gpu.present"] = "false"
+    ctx.node_patch(NODE, {"metadata": {"labels": drop}})
+    ctx.drop_gpu_resources(NODE)
+    ctx.wait_no_pods(op.DEVICE_PLUGIN.daemonset, NODE)
+    _ = nfd_name
+
+
+# ---- deploy labels ----------------------------------------------------------------------------
+@fault("device-plugin-opted-out", "an admin set nvidia.com/gpu.deploy.device-plugin=false on one node while the "
+       "ClusterPolicy enables the device plugin: the node can no longer give pods a GPU",
+       "label gpu-node-1 nvidia.com/gpu.deploy.device-plugin=false (DaemonSet controller removes the pod; "
+       "kubelet marks the GPUs unhealthy: allocatable 0)",
+       Layer.DEVICE_PLUGIN, {"DPL-001", "DPL-002"}, NODE, warns=frozenset({"LBL-001"}))
+def _dp_opted_out(ctx: FaultContext) -> None:
+    ctx.node_patch(NODE, {"metadata": {"labels": {op.DEVICE_PLUGIN.deploy_label: "false"}}})
+    ctx.wait_no_pods(op.DEVICE_PLUGIN.daemonset, NODE)
+    ctx.drop_gpu_resources(NODE, allocatable_only=True, value="0")
+
+
+@fault("deploy-labels-missing", "the operator stopped labelling one node (its deploy labels are gone)",
+       "remove every nvidia.com/gpu.deploy.* label from gpu-node-1 (operand pods are withdrawn)",
+       Layer.DEPLOY_LABELS, {"LBL-001"}, NODE)
+def _deploy_labels_missing(ctx: FaultContext) -> None:
+    labels = ctx.kube.get("Node", NODE)["metadata"].get("labels") or {}
+    ctx.node_patch(NODE, {"metadata": {"labels": {k: None for k in labels if k.startswith(op.DEPLOY_PREFIX)}}})
+    ctx.wait_no_pods(op.DEVICE_PLUGIN.daemonset, NODE)
+    ctx.drop_gpu_resources(NODE)
+
+
+@fault("operand-pod-not-scheduled", "a taint added to one node keeps the GFD DaemonSet from (re)creating its pod "
+       "there although the node is labelled for it",
+       "taint gpu-node-1 maintenance.example.com/reboot=true:NoSchedule, delete its GFD pod",
+       Layer.DEPLOY_LABELS, {"LBL-002"}, NODE)
+def _operand_not_scheduled(ctx: FaultContext) -> None:
+    node = ctx.kube.get("Node", NODE)
+    taints = (node.get("spec", {}).get("taints") or []) + [
+        {"key": "maintenance.example.com/reboot", "value": "true", "effect": "NoSchedule"}]
+    ctx.node_patch(NODE, {"spec": {"taints": taints}})
+    p = ctx.pod(op.GFD.daemonset, NODE)
+    ctx.kube.request("DELETE", ctx.kube.path("Pod", p["metadata"]["name"], ctx.ns), body={"gracePeriodSeconds": 0})
+    ctx.wait_no_pods(op.GFD.daemonset, NODE)
+
+
+@fault("driver-upgrade-in-progress", "the driver on one node is being upgraded: k8s-driver-manager paused the "
+       "operands (paused-for-driver-upgrade) — transient, not broken",
+       "gpu-node-1 operand deploy labels = paused-for-driver-upgrade, upgrade-state pod-restart-required; "
+       "operand pods withdrawn, GPUs unadvertised",
+       None, set(), NODE, verdict=INCOMPLETE, warns=frozenset({"LBL-001"}))
+def _driver_upgrade(ctx: FaultContext) -> None:
+    paused = {op.DEPLOY_PREFIX + k: "paused-for-driver-upgrade" for k in (
+        "operator-validator", "container-toolkit", "device-plugin", "gpu-feature-discovery", "dcgm-exporter",
+        "dcgm")}
+    paused["nvidia.com/gpu-driver-upgrade-state"] = "pod-restart-required"
+    ctx.node_patch(NODE, {"metadata": {"labels": paused}})
+    ctx.wait_no_pods(op.DEVICE_PLUGIN.daemonset, NODE)
+    ctx.drop_gpu_resources(NODE)
+
+
+# ---- driver-toolkit ---------------------------------------------------------------------------
+@fault("driver-crashloop", "the operator's driver container crash-loops on one node (e.g. no precompiled driver "
+       "for a new kernel): toolkit, validator and every gated operand wait",
+       "gpu-node-1: nvidia-driver-ctr CrashLoopBackOff; toolkit and validator waiting in driver-validation; "
+       "device plugin/GFD/DCGM exporter in Init:0/1; no GPU resources; no cuda validator",
+       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004", "DRV-005"}, NODE)
+def _driver_crashloop(ctx: FaultContext) -> None:
+    d = ctx.pod(op.DRIVER.daemonset, NODE)
+    ctx.set_status(d, pod_states.crash_looping(d, "nvidia-driver-ctr", restarts=8))
+    t = ctx.pod(op.TOOLKIT.daemonset, NODE)
+    ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
+    _validator_stuck(ctx, NODE, "driver-validation", crash=False, restarts=0)
+    ctx.log("driver-validation", DRIVER_FAIL_LOG.format(t=_t()))
+    _gated_pods_wait_for_toolkit(ctx, NODE)
+    _no_cuda_validator(ctx, NODE)
+
+
+@fault("host-driver-broken", "host driver mode (driver.enabled=false) with a broken host driver (e.g. kernel "
+       "upgraded without rebuilding the module): the validator is stuck in driver-validation",
+       "gpu-node-1: validator and toolkit looping in driver-validation (host nvidia-smi fails); gated operands "
+       "in Init:0/1; no GPU resources",
+       Layer.DRIVER_TOOLKIT, {"DRV-003", "DRV-004", "DRV-005"}, NODE, profile="host-driver")
+def _host_driver_broken(ctx: FaultContext) -> None:
+    t = ctx.pod(op.TOOLKIT.daemonset, NODE)
+    ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
+    _validator_stuck(ctx, NODE, "driver-validation", crash=False, restarts=0)
+    ctx.log("driver-validation", HOST_DRIVER_FAIL_LOG.format(t=_t()))
+    _gated_pods_wait_for_toolkit(ctx, NODE)
+    _no_cuda_validator(ctx, NODE)
+
+
+@fault("toolkit-validation-failing", "the field note's containerd-config clobbering: another containerd config "
+       "replaced the CRI section the toolkit wrote, so the nvidia runtime is gone; the validator's "
+       "toolkit-validation crash-loops and the device plugin, GFD and DCGM exporter sit in Init:0/1",
+       "gpu-node-1: validator Init:CrashLoopBackOff in toolkit-validation (nvidia-smi: not found, 14 restarts); "
+       "gated operands Init:0/1; no GPU resources; no cuda validator",
+       Layer.DRIVER_TOOLKIT, {"DRV-004", "DRV-005"}, NODE)
+def _toolkit_validation_failing(ctx: FaultContext) -> None:
+    _validator_stuck(ctx, NODE, "toolkit-validation", crash=True, restarts=14)
+    ctx.log("toolkit-validation", TOOLKIT_FAIL_LOG.format(t=_t(), v=ctx.sim.profile.operator_version))
+    _gated_pods_wait_for_toolkit(ctx, NODE)
+    _no_cuda_validator(ctx, NODE)
+
+
+@fault("cuda-validation-failing", "CUDA workloads fail on one node (vectorAdd cannot run: e.g. a GPU fallen off "
+       "the bus or a driver/CUDA mismatch)",
+       "gpu-node-1: nvidia-cuda-validator pod Failed in init cuda-validation; validator waiting in cuda-validation",
+       Layer.DRIVER_TOOLKIT, {"DRV-004", "DRV-005"}, NODE)
+def _cuda_validation_failing(ctx: FaultContext) -> None:
+    c = ctx.pod(op.CUDA_VALIDATOR_APP, NODE)
+    ctx.set_status(c, pod_states.failed_in_init(c, "cuda-validation", exit_code=1))
+    _validator_stuck(ctx, NODE, "cuda-validation", crash=False, restarts=0)
+
+
+@fault("expect-operator-driver-on-host", "the admin expects the operator to manage the driver but the cluster "
+       "runs a host driver (driver.enabled=false): a configuration drift",
+       "run with --expect-driver=operator on the host-driver profile",
+       Layer.DRIVER_TOOLKIT, {"DRV-001"}, ALL, profile="host-driver", settings={"expect_driver": "operator"})
+def _expect_operator_driver(ctx: FaultContext) -> None:
+    return None  # the cluster is healthy; the expectation differs
+
+
+# ---- device-plugin ----------------------------------------------------------------------------
+@fault("device-plugin-down", "the device plugin crash-loops on one node: kubelet never gets nvidia.com/gpu, the "
+       "validator waits in plugin-validation",
+       "gpu-node-1: nvidia-device-plugin CrashLoopBackOff; GPU resources removed; validator running in "
+       "plugin-validation",
+       Layer.DEVICE_PLUGIN, {"DPL-001", "DPL-002", "DPL-006"}, NODE)
+def _device_plugin_down(ctx: FaultContext) -> None:
+    p = ctx.pod(op.DEVICE_PLUGIN.daemonset, NODE)
+    ctx.set_status(p, pod_states.crash_looping(p, "nvidia-device-plugin", restarts=7))
+    ctx.drop_gpu_resources(NODE)
+    _validator_stuck(ctx, NODE, "plugin-validation", crash=False, restarts=0)
+
+
+@fault("unhealthy-devices", "the device plugin reports devices unhealthy (XID errors, plugin connection lost): "
+       "allocatable drops to 0 while capacity stays",
+       "gpu-node-1 status.allocatable nvidia.com/gpu=0 (capacity unchanged)",
+       Layer.DEVICE_PLUGIN, {"DPL-003"}, NODE)
+def _unhealthy_devices(ctx: FaultContext) -> None:
+    ctx.drop_gpu_resources(NODE, allocatable_only=True, value="0")
+
+
+@fault("capacity-gfd-mismatch", "the node advertises fewer GPUs than GFD counted (a GPU lost after boot)",
+       "gpu-node-1 capacity and allocatable nvidia.com/gpu lowered by one; gpu.count label unchanged",
+       Layer.DEVICE_PLUGIN, {"DPL-004"}, NODE)
+def _capacity_mismatch(ctx: FaultContext) -> None:
+    n = ctx.kube.get("Node", NODE)
+    have = int(n["status"]["capacity"]["nvidia.com/gpu"])
+    ctx.drop_gpu_resources(NODE, value=str(max(have - 1, 1)))
+
+
+@fault("gfd-labels-missing", "GPU Feature Discovery stopped publishing labels on one node",
+       "remove nvidia.com/gpu.product, gpu.memory and cuda.driver-version.* labels from gpu-node-1",
+       Layer.DEVICE_PLUGIN, {"DPL-005"}, NODE)
+def _gfd_labels_missing(ctx: FaultContext) -> None:
+    labels = ctx.kube.get("Node", NODE)["metadata"].get("labels") or {}
+    drop = {k: None for k in labels if k in ("nvidia.com/gpu.product", "nvidia.com/gpu.memory")
+            or k.startswith("nvidia.com/cuda.driver-version.")}
+    ctx.node_patch(NODE, {"metadata": {"labels": drop}})
+
+
+@fault("runtimeclass-nvidia-missing", "RuntimeClass nvidia was deleted: every operand pod that names it can no "
+       "longer be (re)created",
+       "delete RuntimeClass nvidia",
+       Layer.DEVICE_PLUGIN, {"DPL-008"}, CLUSTER)
+def _runtimeclass_missing(ctx: FaultContext) -> None:
+    ctx.kube.delete("RuntimeClass", "nvidia")
+
+
+@fault("cdi-expected-envvar", "CDI is expected (operator v25.10+) but the device plugin runs with "
+       "DEVICE_LIST_STRATEGY=envvar: a pod without runtimeClassName gets no GPU",
+       "DaemonSet nvidia-device-plugin-daemonset env DEVICE_LIST_STRATEGY=envvar; the probe container sees no GPU",
+       Layer.DEVICE_PLUGIN, {"DPL-007"}, CLUSTER, settings={"expect_cdi": "yes"})
+def _cdi_envvar(ctx: FaultContext) -> None:
+    ds = ctx.kube.get("DaemonSet", op.DEVICE_PLUGIN.daemonset, ctx.ns)
+    containers = ds["spec"]["template"]["spec"]["containers"]
+    for c in containers:
+        if c["name"] == "nvidia-device-plugin":
+            env = [e for e in c.get("env") or [] if e["name"] not in ("DEVICE_LIST_STRATEGY",)]
+            env.append({"name": "DEVICE_LIST_STRATEGY", "value": "envvar"})
+            c["env"] = env
+    ctx.kube.request("PUT", ctx.kube.path("DaemonSet", op.DEVICE_PLUGIN.daemonset, ctx.ns), body=ds)
+    ctx.log(PROBE_LOG, "== nvidia-smi -L\nsh: 1: nvidia-smi: not found\nrc=127\n== env\n"
+                       "NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000\n== devices\n== cdi\n== end\n")
+
+
+# ---- probe -------------------------------------------------------------------------------------
+@fault("gpus-all-allocated", "every GPU is already taken by other workloads: the probe stays Pending with "
+       "Insufficient nvidia.com/gpu",
+       "one pod per GPU node in namespace busy-workloads requesting all of the node's GPUs",
+       Layer.PROBE, {"PRB-001"}, ALL)
+def _gpus_all_allocated(ctx: FaultContext) -> None:
+    try:
+        ctx.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "busy-workloads"}})
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    ctx.wait(lambda: bool(ctx.kube.list("ServiceAccount", "busy-workloads")), "default ServiceAccount")
+    for n in ctx.sim.gpu_nodes:
+        alloc = ctx.kube.get("Node", n)["status"]["allocatable"]
+        res = "nvidia.com/gpu" if "nvidia.com/gpu" in alloc else next(
+            k for k in alloc if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-"))
+        ctx.kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"training-{n}",
+                                                                          "namespace": "busy-workloads"},
+                         "spec": {"nodeName": n, "tolerations": [{"operator": "Exists"}],
+                                  "containers": [{"name": "train", "image": "example.com/train:1",
+                                                  "resources": {"limits": {res: alloc[res]}}}]}})
+
+
+@fault("gpu-nodes-tainted", "GPU nodes carry a taint ordinary GPU workloads do not tolerate "
+       "(dedicated=ml:NoSchedule)",
+       "taint every GPU node dedicated=ml:NoSchedule (running operand pods stay)",
+       Layer.PROBE, {"PRB-001"}, ALL)
+def _gpu_nodes_tainted(ctx: FaultContext) -> None:
+    for n in ctx.sim.gpu_nodes:
+        node = ctx.kube.get("Node", n)
+        taints = (node.get("spec", {}).get("taints") or []) + [{"key": "dedicated", "value": "ml",
+                                                                  "effect": "NoSchedule"}]
+        ctx.node_patch(n, {"spec": {"taints": taints}})
+
+
+@fault("probe-image-unpullable", "the probe image cannot be pulled (air-gapped cluster without a mirror)",
+       "run with --probe-image=registry.invalid/nvidia/cuda:12.6.0-base-ubuntu22.04",
+       Layer.PROBE, {"PRB-002"}, ALL, settings={"probe_image": "registry.invalid/nvidia/cuda:12.6.0-base-ubuntu22.04"})
+def _probe_image_unpullable(ctx: FaultContext) -> None:
+    return None
+
+
+@fault("probe-nvml-error", "the pod is scheduled and runs, but nvidia-smi fails inside it (NVML cannot talk to "
+       "the driver: a stale device or a runtime that injected nothing)",
+       "the probe container prints 'Failed to initialize NVML: Unknown Error', rc=255, no /dev/nvidia0",
+       Layer.PROBE, {"PRB-003", "PRB-004"}, ALL)
+def _probe_nvml_error(ctx: FaultContext) -> None:
+    ctx.log(PROBE_LOG, "== nvidia-smi -L\nFailed to initialize NVML: Unknown Error\nrc=255\n== env\n"
+                       "NVIDIA_VISIBLE_DEVICES=void\n== devices\n/dev/nvidiactl\n== cdi\n== end\n")
+
+
+@fault("probe-sees-fewer-gpus", "a pod that requested 2 GPUs sees only 1 (the runtime injected part of the "
+       "allocation)",
+       "run with 2 GPUs requested; the probe container lists 1 GPU",
+       Layer.PROBE, {"PRB-003"}, ALL, settings={"probe_gpus": 2})
+def _probe_fewer(ctx: FaultContext) -> None:
+    return None  # the default probe output lists one GPU; the request is two

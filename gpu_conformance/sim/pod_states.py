@@ -1,0 +1,97 @@
+"""Pod statuses as kubelet reports a pod that is stuck or crashing (what faults write through /status).
+
+kwok only turns *fresh* pods Ready (no container statuses yet), so a status written here stays as
+written, exactly like a real pod stuck in the same place.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _terminated(code: int, reason: str, ts: str) -> Obj:
+    return {"terminated": {"exitCode": code, "reason": reason, "startedAt": ts, "finishedAt": ts}}
+
+
+def _conditions(initialized: bool, ready: bool, ts: str) -> list[Obj]:
+    def cond(t: str, ok: bool) -> Obj:
+        c = {"type": t, "status": "True" if ok else "False", "lastTransitionTime": ts}
+        if not ok and t != "PodScheduled":
+            c["reason"] = "ContainersNotInitialized" if not initialized else "ContainersNotReady"
+        return c
+
+    return [cond("PodReadyToStartContainers", True), cond("Initialized", initialized), cond("Ready", ready),
+            cond("ContainersReady", ready), cond("PodScheduled", True)]
+
+
+def stuck_in_init(pod: Obj, container: str, *, crash: bool, restarts: int = 0, exit_code: int = 1,
+                  message: str = "") -> Obj:
+    """Status of a pod whose init container `container` never completes.
+
+    crash=True: it exits non-zero and kubelet backs off (Init:CrashLoopBackOff, restarts counting);
+    crash=False: it runs forever, waiting for an earlier stage (Init:N/M, as the validator's WITH_WAIT loops).
+    """
+    ts = _now()
+    spec = pod.get("spec", {})
+    inits, seen = [], False
+    for c in spec.get("initContainers") or []:
+        base = {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "restartCount": 0}
+        if c["name"] == container:
+            seen = True
+            if crash:
+                base.update(restartCount=restarts, state={"waiting": {"reason": "CrashLoopBackOff", "message":
+                            message or f"back-off 5m0s restarting failed container={container}"}},
+                            lastState=_terminated(exit_code, "Error", ts))
+            else:
+                base.update(restartCount=restarts, state={"running": {"startedAt": ts}})
+        elif not seen:
+            base.update(ready=True, state=_terminated(0, "Completed", ts))
+        else:
+            base.update(state={"waiting": {"reason": "PodInitializing"}})
+        inits.append(base)
+    containers = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
+                   "restartCount": 0, "started": False, "state": {"waiting": {"reason": "PodInitializing"}}}
+                  for c in spec.get("containers") or []]
+    return {"phase": "Pending", "conditions": _conditions(False, False, ts), "initContainerStatuses": inits,
+            "containerStatuses": containers, "startTime": ts}
+
+
+def crash_looping(pod: Obj, container: str, *, restarts: int = 8, exit_code: int = 1) -> Obj:
+    """Status of a pod whose init containers passed and whose `container` keeps crashing."""
+    ts = _now()
+    spec = pod.get("spec", {})
+    inits = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "restartCount": 0,
+              "state": _terminated(0, "Completed", ts)} for c in spec.get("initContainers") or []]
+    containers = []
+    for c in spec.get("containers") or []:
+        if c["name"] == container:
+            containers.append({"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
+                               "started": False, "restartCount": restarts,
+                               "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                                     "message": f"back-off 5m0s restarting failed container="
+                                                                f"{container}"}},
+                               "lastState": _terminated(exit_code, "Error", ts)})
+        else:
+            containers.append({"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
+                               "started": True, "restartCount": 0, "state": {"running": {"startedAt": ts}}})
+    return {"phase": "Running", "conditions": _conditions(True, False, ts), "initContainerStatuses": inits,
+            "containerStatuses": containers, "startTime": ts}
+
+
+def failed_in_init(pod: Obj, container: str, exit_code: int = 1) -> Obj:
+    """A run-to-completion pod (restartPolicy OnFailure/Never) that ended Failed in an init container."""
+    st = stuck_in_init(pod, container, crash=False)
+    ts = _now()
+    for cs in st["initContainerStatuses"]:
+        if cs["name"] == container:
+            cs.update(state=_terminated(exit_code, "Error", ts), restartCount=0)
+    # Its main container never started, so it stays "waiting" in the status kubelet reports.
+    st["phase"] = "Failed"
+    return st
