@@ -64,6 +64,8 @@ def test_checks_registered_in_layer():
     for cid in DPL_IDS:
         assert REGISTRY[cid].layer == Layer.DEVICE_PLUGIN
         assert REGISTRY[cid].title and REGISTRY[cid].hint and REGISTRY[cid].detects
+        cmd = REGISTRY[cid].render_kubectl("nv-ops", "gpu-node-9")
+        assert cmd.startswith("kubectl ") and "{{" not in cmd and "{ns}" not in cmd and "{node}" not in cmd
 
 
 # ---- healthy clusters ------------------------------------------------------------------------------------------

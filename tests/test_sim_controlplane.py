@@ -262,6 +262,24 @@ def test_log_for_new_container_name_restarts_kwok(sim: SimCluster, core: Any, na
     assert core.read_node(NODE).status.conditions[0].status == "True"
 
 
+def test_kubelet_traffic_to_off_host_node_is_blocked(sim: SimCluster, core: Any, namespace: str) -> None:
+    # A node not run by kwok whose address is off-host (TEST-NET-1): the apiserver must not reach it.
+    core.create_node({
+        "metadata": {"name": "off-host"},
+        # Custom NoSchedule taint: keeps the scheduler and the DaemonSet controller away from it.
+        "spec": {"taints": [{"key": "sim.test/off-host", "effect": "NoSchedule"}]},
+        "status": {"addresses": [{"type": "InternalIP", "address": "192.0.2.10"}],
+                   "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}},
+    })
+    try:
+        core.create_namespaced_pod(namespace, pod("off-host-pod", nodeName="off-host"))
+        out = kubectl(sim, "-n", namespace, "logs", "off-host-pod", check=False)
+        assert out.returncode != 0
+        assert "192.0.2.10:10250" in out.stderr and "proxyconnect tcp: dial tcp 127.0.0.1:1" in out.stderr
+    finally:
+        core.delete_node("off-host")
+
+
 def _our_pids(sim: SimCluster) -> set[int]:
     data = json.loads((sim.state_dir / PIDS_FILE).read_text())
     return {int(p["pid"]) for p in data["processes"].values()}

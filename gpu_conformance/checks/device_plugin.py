@@ -164,7 +164,7 @@ def _expected_resource(snapshot: ClusterSnapshot) -> str:
 
 @check("DPL-002", L, "GPU resource advertised in capacity and allocatable",
        hint=HINT_PRESENT,
-       kubectl="kubectl get node {node} -o jsonpath='{{.status.capacity}}{{\"\\n\"}}{{.status.allocatable}}'",
+       kubectl="kubectl get node {node} -o jsonpath='{.status.capacity}{\"\\n\"}{.status.allocatable}'",
        detects="GPU node whose capacity or allocatable lacks nvidia.com/gpu (nvidia.com/mig-*, nvidia.com/gpu.shared)"
                " or has it at 0")
 def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
@@ -383,8 +383,8 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
 # ---- cluster-wide checks -----------------------------------------------------------------------------------
 @check("DPL-007", L, "CDI mode consistent and as expected",
        hint=HINT_CDI,
-       kubectl="kubectl get clusterpolicy -o jsonpath='{{.items[0].spec.cdi}}' ; kubectl -n {ns} get ds "
-               "nvidia-device-plugin-daemonset -o jsonpath='{{.spec.template.spec.containers[0].env}}'",
+       kubectl="kubectl get clusterpolicy -o jsonpath='{.items[0].spec.cdi}' ; kubectl -n {ns} get ds "
+               "nvidia-device-plugin-daemonset -o jsonpath='{.spec.template.spec.containers[0].env}'",
        detects="ClusterPolicy CDI setting and the device plugin's DEVICE_LIST_STRATEGY disagree, or differ from "
                "--expect-cdi (e.g. CDI expected but the plugin on envvar: a probe without runtimeClassName gets "
                "no GPU)")

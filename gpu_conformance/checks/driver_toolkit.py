@@ -253,7 +253,7 @@ def driver_mode(snapshot: ClusterSnapshot, node: str) -> DriverMode:
             "driver.enabled=false (host driver), or pre-installed auto-detection (k8s-driver-manager labels the "
             "node nvidia.com/gpu.deploy.driver=pre-installed). Run with --expect-driver operator|host to hold "
             "the cluster to it.",
-       kubectl="kubectl get clusterpolicy -o jsonpath='{{.items[0].spec.driver.enabled}}' ; "
+       kubectl="kubectl get clusterpolicy -o jsonpath='{.items[0].spec.driver.enabled}' ; "
                "kubectl get node {node} -L nvidia.com/gpu.deploy.driver",
        detects="node in host/pre-installed driver mode when --expect-driver=operator (or the reverse); "
                "useNvidiaDriverCRD without an NVIDIADriver CR")

@@ -189,6 +189,9 @@ def _run_build(go: str, cwd: Path, ldflags: str, out: Path, packages: Sequence[s
 
 
 def _build(go: str, gobuild: Path, missing: list[Binary], bin_dir: Path) -> None:
+    # Leftovers of a build killed hard (SIGKILL, power loss); we hold the lock, so none is in use.
+    for stale in bin_dir.glob(".build-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     log_path = bin_dir / "build.log"
     log_path.write_text(f"# {time.strftime('%Y-%m-%dT%H:%M:%S%z')} building {BIN_DIR_NAME}\n")
     # Group by wrapper module and linker flags: one `go build` for the Kubernetes commands shares

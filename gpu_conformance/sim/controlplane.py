@@ -177,6 +177,7 @@ class SimCluster:
                 if keep_state_dir and self._dir_finalizer is not None:
                     self._dir_finalizer.detach()
             _unregister_live(self)
+            self._started = False  # a stopped cluster may be started again, on fresh ports and data
 
     def __enter__(self) -> SimCluster:
         return self.start()
@@ -228,12 +229,15 @@ class SimCluster:
             # does for a container that has not written anything.
             self.logs_dir.mkdir(parents=True, exist_ok=True)
             for suffix in (".log", ".previous.log"):
-                (self.logs_dir / f"{name}{suffix}").touch()
+                (self.logs_dir / f"{name}{suffix}").touch(exist_ok=True)
 
     def _launch(self, bin_dir: Path) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "kwok-home").mkdir(exist_ok=True)
+        for name in self._log_containers:
+            for suffix in (".log", ".previous.log"):
+                (self.logs_dir / f"{name}{suffix}").touch()
         self.ports = dict(zip(("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok"),
                               _free_ports(6), strict=True))
         self._pki = make_pki(self.state_dir / "pki")

@@ -486,3 +486,22 @@ def _probe_nvml_error(ctx: FaultContext) -> None:
        Layer.PROBE, {"PRB-003"}, ALL, settings={"probe_gpus": 2})
 def _probe_fewer(ctx: FaultContext) -> None:
     return None  # the default probe output lists one GPU; the request is two
+
+
+@fault("clusterpolicy-crd-deleted", "the ClusterPolicy CRD was deleted (e.g. a botched chart upgrade): the "
+       "ClusterPolicy and every operand it owns go with it, while the operator pod still runs",
+       "delete CRD clusterpolicies.nvidia.com (garbage collection removes the owned DaemonSets)",
+       Layer.OPERATOR, {"OPR-001", "OPR-002"}, CLUSTER)
+def _crd_deleted(ctx: FaultContext) -> None:
+    ctx.kube.delete("CustomResourceDefinition", op.CLUSTERPOLICY_CRD)
+    # The garbage collector removes the owned DaemonSets on its own schedule; the CRD going is the fault.
+    ctx.wait(lambda: not any(c["metadata"]["name"] == op.CLUSTERPOLICY_CRD
+                             for c in ctx.kube.list("CustomResourceDefinition")), "CRD gone", 60)
+
+
+@fault("clusterpolicy-deleted", "the ClusterPolicy was deleted: the operator runs but has nothing to reconcile",
+       "delete ClusterPolicy cluster-policy (garbage collection removes the owned DaemonSets)",
+       Layer.OPERATOR, {"OPR-002"}, CLUSTER)
+def _cp_deleted(ctx: FaultContext) -> None:
+    ctx.kube.delete("ClusterPolicy", CLUSTERPOLICY_NAME)
+    ctx.wait(lambda: not ctx.kube.list("ClusterPolicy"), "ClusterPolicy gone", 30)

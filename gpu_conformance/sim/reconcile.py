@@ -464,6 +464,10 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
     done_labels: set[tuple[str, str]] = set()
     cuda_created: dict[str, str] = {}
     cuda_done: set[str] = set()
+    # Listing every pod is the loop's cost: on big clusters poll less often, so the API server and
+    # etcd (sharing the machine with kwok and the controllers) keep their CPU for the real work.
+    small = len(m.nodes) <= 10
+    poll = _POLL if small else min(1.0, _POLL + 0.015 * len(m.nodes))
     apps_by_operand = {op.DEVICE_PLUGIN.daemonset: "capacity", op.GFD.daemonset: op.GFD.key,
                        op.MIG_MANAGER.daemonset: op.MIG_MANAGER.key, op.VALIDATOR.daemonset: "cuda"}
     while True:
@@ -497,7 +501,8 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
         if actions:
             with ThreadPoolExecutor(max_workers=min(8, len(actions))) as pool:
                 list(pool.map(lambda f: f(), actions))
-            continue  # re-read right away: the patches changed what the next step sees
+            if small:
+                continue  # re-read right away: the patches changed what the next step sees
 
         succeeded = {p["spec"].get("nodeName") for p in pods if p["metadata"].get("labels", {}).get("app")
                      == op.CUDA_VALIDATOR_APP and p.get("status", {}).get("phase") == "Succeeded"}
@@ -519,7 +524,7 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
         if time.monotonic() > deadline:
             raise SimInstallError("simulated GPU Operator did not converge in time; still waiting for: "
                                   + ", ".join(pending[:10]) + (" …" if len(pending) > 10 else ""))
-        time.sleep(_POLL)
+        time.sleep(poll)
 
 
 def _create_cuda_validator(kube: Kube, sim: SimInstall, node: str, created: dict[str, str]) -> None:

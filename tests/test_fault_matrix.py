@@ -1,0 +1,104 @@
+"""The fault matrix: on a real (simulated) control plane, each fault trips exactly the checks it declares.
+
+Per fault: a fresh simulated cluster of the fault's profile, the fault injected through the API, the whole
+suite run (probe included), and the conformance.json it produces held against the declaration: the
+failing checks are exactly the declared ones, affected nodes have the declared root-cause layer with every
+later layer blocked, unaffected nodes pass everything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from gpu_conformance import catalogue
+from gpu_conformance.model import LAYER_ORDER
+from gpu_conformance.sim.binaries import binaries_available
+from gpu_conformance.sim.faults import CLUSTER, FAULTS, Fault
+from gpu_conformance.verdict import CONFORMANT
+
+pytestmark = [pytest.mark.sim, pytest.mark.skipif(not binaries_available(), reason="simulated cluster binaries "
+                                                  "not built: python -m gpu_conformance.sim.binaries")]
+TIMINGS = Path("reports/fault-matrix-timings.json")
+# Checks no fault can make FAIL, by design (each says why in its catalogue entry).
+NEVER_FAIL = {"OPR-005"}  # an untagged operator image is a warning: expectations fall back to the newest release
+
+
+def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path) -> dict:
+    from gpu_conformance.session import ConformanceRun
+    from gpu_conformance.settings import Settings
+    from gpu_conformance.sim.session import start_sim
+
+    booted = start_sim(profile=profile, faults=faults, quiet=True)
+    run = None
+    try:
+        s = Settings(kubeconfig=str(booted.kubeconfig), report_dir=str(report_dir), probe_timeout=60, **settings)
+        run = ConformanceRun(s.validate(), "current")
+        run.start()
+        run.run_probe()
+        run.write_reports()
+        return json.loads((report_dir / "conformance.json").read_text())
+    finally:
+        if run is not None:
+            run.close()
+        booted.stop()
+
+
+def failing_checks(data: dict) -> set[str]:
+    return {c["id"] for c in data["checks"] if c["status"] == "fail"}
+
+
+def assert_declared(f: Fault, data: dict) -> None:
+    assert data["verdict"] == f.verdict, (data["verdict"], data["cluster_blocker"])
+    assert failing_checks(data) == set(f.checks), {c["id"]: c["findings"] for c in data["checks"]
+                                                   if c["status"] == "fail"}
+    warned = {c["id"] for c in data["checks"] if c["status"] == "warn"}
+    assert f.warns <= warned, warned
+    nodes = {n["name"]: n for n in data["nodes"]}
+    affected = set(f.affected(sorted(nodes)))
+    if f.nodes == CLUSTER:
+        assert data["cluster_blocker"] and data["cluster_blocker"]["layer"] == str(f.layer)
+    for name, n in nodes.items():
+        if name in affected and f.layer is not None:
+            rc = n["root_cause"]
+            assert rc and rc["layer"] == str(f.layer), (name, rc)
+            later = LAYER_ORDER[LAYER_ORDER.index(f.layer) + 1:]
+            assert all(n["layers"][str(layer)] == "blocked" for layer in later), (name, n["layers"])
+        elif name in affected:  # transient: paused, not failed
+            assert n["root_cause"] is None and n["transient"], n
+        else:
+            assert n["root_cause"] is None and n.get("transient") is None, (name, n)
+            assert set(n["layers"].values()) <= {"pass", "warn", "n/a"}, (name, n["layers"])
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_fault_trips_exactly_its_checks(name: str, tmp_path: Path) -> None:
+    f = FAULTS[name]
+    t0 = time.monotonic()
+    data = run_suite(f.profile, [name], f.settings, tmp_path)
+    _record(name, time.monotonic() - t0)
+    assert_declared(f, data)
+
+
+def test_every_check_is_tripped_by_some_fault() -> None:
+    tripped = set().union(*(f.checks for f in FAULTS.values()))
+    unreached = {c.id for c in catalogue.all_checks()} - tripped - NEVER_FAIL
+    assert not unreached, f"no fault makes these checks fail: {sorted(unreached)}"
+
+
+def test_every_fault_is_documented() -> None:
+    for f in FAULTS.values():
+        assert f.description and f.injection, f.name
+        assert set(f.checks) <= {c.id for c in catalogue.all_checks()}, f.name
+        if f.verdict == CONFORMANT:
+            pytest.fail(f"{f.name} declares a conformant cluster: that is not a fault")
+
+
+def _record(name: str, seconds: float) -> None:
+    TIMINGS.parent.mkdir(exist_ok=True)
+    data = json.loads(TIMINGS.read_text()) if TIMINGS.exists() else {}
+    data[name] = round(seconds, 1)
+    TIMINGS.write_text(json.dumps(data, indent=1, sort_keys=True))
