@@ -140,7 +140,9 @@ def test_kubectl_reports_server_version(sim: SimCluster) -> None:
     assert re.fullmatch(r"https://127\.0\.0\.1:\d+", view["clusters"][0]["cluster"]["server"])
 
 
-def test_kwok_node_becomes_ready_with_gpus(gpu_node: Any) -> None:
+def test_kwok_node_becomes_ready_with_gpus(core: Any, gpu_node: Any) -> None:
+    # kcm's node-lifecycle taints a node until it reports Ready; a live kwok node ends up untainted.
+    wait_for(lambda: not core.read_node(NODE).spec.taints, "no taints on the kwok node")
     status = gpu_node.status
     assert status.capacity["nvidia.com/gpu"] == "2"
     assert status.allocatable["nvidia.com/gpu"] == "2"
@@ -259,7 +261,8 @@ def test_log_for_new_container_name_restarts_kwok(sim: SimCluster, core: Any, na
     wait_for(lambda: core.read_namespaced_pod("gfd", namespace).status.phase == "Running",
              "gfd Running under the restarted kwok")
     assert kubectl(sim, "-n", namespace, "logs", "gfd").stdout == "labels written\n"
-    assert core.read_node(NODE).status.conditions[0].status == "True"
+    conditions = {c.type: c.status for c in core.read_node(NODE).status.conditions}
+    assert conditions["Ready"] == "True"
 
 
 def test_kubelet_traffic_to_off_host_node_is_blocked(sim: SimCluster, core: Any, namespace: str) -> None:
@@ -302,7 +305,8 @@ def test_nothing_listens_or_connects_off_loopback(sim: SimCluster, gpu_node: Any
     listening = [(local, pids) for local, _, pids in _sockets("ltu") if pids & ours]
     assert listening, "ss shows no listener of the sim processes"
     assert all(local.startswith("127.0.0.1:") for local, _ in listening), listening
-    assert {int(local.rsplit(":", 1)[1]) for local, _ in listening} == set(sim.ports.values())
+    listening_ports = {int(local.rsplit(":", 1)[1]) for local, _ in listening}
+    assert listening_ports == set(sim.ports.values()), (listening, sim.ports)
     connected = [(local, peer) for local, peer, pids in _sockets("t") if pids & ours]
     assert all(peer.startswith("127.0.0.1:") for _, peer in connected), connected
 

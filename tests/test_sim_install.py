@@ -424,7 +424,9 @@ def test_daemonsets_select_exactly_the_gpu_nodes() -> None:
 
 def test_cuda_validator_pod() -> None:
     pod = inst.cuda_validator_pod(PROFILES["default"], NS, "gpu-node-1", UID)
-    assert pod["metadata"]["generateName"] == "nvidia-cuda-validator-"
+    assert pod["metadata"]["generateName"] == "nvidia-cuda-validator-" and "name" not in pod["metadata"]
+    assert inst.cuda_validator_pod(PROFILES["default"], NS, "n", UID, name="nvidia-cuda-validator-bcd23")[
+        "metadata"]["name"] == "nvidia-cuda-validator-bcd23"
     assert pod["metadata"]["labels"] == {"app": "nvidia-cuda-validator"}
     assert pod["spec"]["nodeName"] == "gpu-node-1" and pod["spec"]["restartPolicy"] == "OnFailure"
     assert [c["name"] for c in pod["spec"]["initContainers"]] == ["cuda-validation"]
@@ -598,6 +600,10 @@ def test_sim_default_container_logs(default_install: tuple[Any, Any]) -> None:
     text = _raw_log(kube, plugin, "nvidia-device-plugin")
     assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in text
     assert '"cdi-annotations"' in text
+    cuda = _raw_log(kube, validator, "cuda-validation")
+    assert f"pod {result.cuda_validator_pods['gpu-node-0']} have run successfully" in cuda
+    probe = parse_probe_output(_raw_log(kube, validator, "nvidia-operator-validator"))
+    assert not probe.complete  # a container that is not the probe does not print the probe's text
 
 
 def _raw_log(kube: Any, pod: str, container: str) -> str:

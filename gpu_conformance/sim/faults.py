@@ -19,7 +19,12 @@ from kubernetes.client.exceptions import ApiException
 from gpu_conformance import operands as op
 from gpu_conformance.model import Layer
 from gpu_conformance.sim import pod_states
-from gpu_conformance.sim.install import CLUSTERPOLICY_NAME, NFD_PCI_LABEL, clusterpolicy_status, nfd_name
+from gpu_conformance.sim.install import (
+    CLUSTERPOLICY_NAME,
+    NFD_PCI_LABEL,
+    clusterpolicy_status,
+    cuda_validator_pod,
+)
 from gpu_conformance.sim.reconcile import Kube, SimInstall
 from gpu_conformance.verdict import INCOMPLETE, NOT_CONFORMANT
 
@@ -248,7 +253,6 @@ def _nfd_worker_missing(ctx: FaultContext) -> None:
     ctx.node_patch(NODE, {"metadata": {"labels": drop}})
     ctx.drop_gpu_resources(NODE)
     ctx.wait_no_pods(op.DEVICE_PLUGIN.daemonset, NODE)
-    _ = nfd_name
 
 
 # ---- deploy labels ----------------------------------------------------------------------------
@@ -256,7 +260,7 @@ def _nfd_worker_missing(ctx: FaultContext) -> None:
        "ClusterPolicy enables the device plugin: the node can no longer give pods a GPU",
        "label gpu-node-1 nvidia.com/gpu.deploy.device-plugin=false (DaemonSet controller removes the pod; "
        "kubelet marks the GPUs unhealthy: allocatable 0)",
-       Layer.DEVICE_PLUGIN, {"DPL-001", "DPL-002"}, NODE, warns=frozenset({"LBL-001"}))
+       Layer.DEVICE_PLUGIN, {"DPL-002", "DPL-003"}, NODE, warns=frozenset({"LBL-001"}))
 def _dp_opted_out(ctx: FaultContext) -> None:
     ctx.node_patch(NODE, {"metadata": {"labels": {op.DEVICE_PLUGIN.deploy_label: "false"}}})
     ctx.wait_no_pods(op.DEVICE_PLUGIN.daemonset, NODE)
@@ -307,7 +311,7 @@ def _driver_upgrade(ctx: FaultContext) -> None:
        "for a new kernel): toolkit, validator and every gated operand wait",
        "gpu-node-1: nvidia-driver-ctr CrashLoopBackOff; toolkit and validator waiting in driver-validation; "
        "device plugin/GFD/DCGM exporter in Init:0/1; no GPU resources; no cuda validator",
-       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004", "DRV-005"}, NODE)
+       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004"}, NODE)
 def _driver_crashloop(ctx: FaultContext) -> None:
     d = ctx.pod(op.DRIVER.daemonset, NODE)
     ctx.set_status(d, pod_states.crash_looping(d, "nvidia-driver-ctr", restarts=8))
@@ -323,7 +327,7 @@ def _driver_crashloop(ctx: FaultContext) -> None:
        "upgraded without rebuilding the module): the validator is stuck in driver-validation",
        "gpu-node-1: validator and toolkit looping in driver-validation (host nvidia-smi fails); gated operands "
        "in Init:0/1; no GPU resources",
-       Layer.DRIVER_TOOLKIT, {"DRV-003", "DRV-004", "DRV-005"}, NODE, profile="host-driver")
+       Layer.DRIVER_TOOLKIT, {"DRV-003", "DRV-004"}, NODE, profile="host-driver")
 def _host_driver_broken(ctx: FaultContext) -> None:
     t = ctx.pod(op.TOOLKIT.daemonset, NODE)
     ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
@@ -338,7 +342,7 @@ def _host_driver_broken(ctx: FaultContext) -> None:
        "toolkit-validation crash-loops and the device plugin, GFD and DCGM exporter sit in Init:0/1",
        "gpu-node-1: validator Init:CrashLoopBackOff in toolkit-validation (nvidia-smi: not found, 14 restarts); "
        "gated operands Init:0/1; no GPU resources; no cuda validator",
-       Layer.DRIVER_TOOLKIT, {"DRV-004", "DRV-005"}, NODE)
+       Layer.DRIVER_TOOLKIT, {"DRV-004"}, NODE)
 def _toolkit_validation_failing(ctx: FaultContext) -> None:
     _validator_stuck(ctx, NODE, "toolkit-validation", crash=True, restarts=14)
     ctx.log("toolkit-validation", TOOLKIT_FAIL_LOG.format(t=_t(), v=ctx.sim.profile.operator_version))
@@ -351,7 +355,10 @@ def _toolkit_validation_failing(ctx: FaultContext) -> None:
        "gpu-node-1: nvidia-cuda-validator pod Failed in init cuda-validation; validator waiting in cuda-validation",
        Layer.DRIVER_TOOLKIT, {"DRV-004", "DRV-005"}, NODE)
 def _cuda_validation_failing(ctx: FaultContext) -> None:
-    c = ctx.pod(op.CUDA_VALIDATOR_APP, NODE)
+    # A finished pod's status cannot be rewritten (terminated is final), so the validator's next attempt
+    # is the pod that fails: delete the Succeeded one and let the new one end Failed, as kubelet reports it.
+    _no_cuda_validator(ctx, NODE)
+    c = ctx.kube.create(cuda_validator_pod(ctx.sim.profile, ctx.ns, NODE, ctx.sim.clusterpolicy_uid))
     ctx.set_status(c, pod_states.failed_in_init(c, "cuda-validation", exit_code=1))
     _validator_stuck(ctx, NODE, "cuda-validation", crash=False, restarts=0)
 
@@ -377,12 +384,13 @@ def _device_plugin_down(ctx: FaultContext) -> None:
     _validator_stuck(ctx, NODE, "plugin-validation", crash=False, restarts=0)
 
 
-@fault("unhealthy-devices", "the device plugin reports devices unhealthy (XID errors, plugin connection lost): "
-       "allocatable drops to 0 while capacity stays",
-       "gpu-node-1 status.allocatable nvidia.com/gpu=0 (capacity unchanged)",
+@fault("unhealthy-devices", "the device plugin reports two GPUs unhealthy (XID errors): allocatable drops "
+       "below capacity",
+       "gpu-node-1 status.allocatable nvidia.com/gpu = capacity - 2 (capacity unchanged)",
        Layer.DEVICE_PLUGIN, {"DPL-003"}, NODE)
 def _unhealthy_devices(ctx: FaultContext) -> None:
-    ctx.drop_gpu_resources(NODE, allocatable_only=True, value="0")
+    have = int(ctx.kube.get("Node", NODE)["status"]["capacity"]["nvidia.com/gpu"])
+    ctx.drop_gpu_resources(NODE, allocatable_only=True, value=str(max(have - 2, 1)))
 
 
 @fault("capacity-gfd-mismatch", "the node advertises fewer GPUs than GFD counted (a GPU lost after boot)",

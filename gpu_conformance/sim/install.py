@@ -807,12 +807,19 @@ def services(profile: Profile, namespace: str, clusterpolicy_uid: str | None = N
     return out
 
 
-def cuda_validator_pod(profile: Profile, namespace: str, node: str, clusterpolicy_uid: str | None = None) -> Obj:
-    """The pod the validator's cuda-validation creates on each node (facts §3c); generateName'd."""
+def cuda_validator_pod(profile: Profile, namespace: str, node: str, clusterpolicy_uid: str | None = None,
+                       name: str | None = None) -> Obj:
+    """The pod the validator's cuda-validation creates on each node (facts §3c).
+
+    The validator uses generateName; `name` fixes the same-shaped name instead (so a log can cite it).
+    """
     img = images(profile)
-    meta: Obj = {"generateName": f"{op.CUDA_VALIDATOR_APP}-", "namespace": namespace,
-                 "labels": {"app": op.CUDA_VALIDATOR_APP},
+    meta: Obj = {"namespace": namespace, "labels": {"app": op.CUDA_VALIDATOR_APP},
                  "annotations": {"nvidia.cdi.k8s.io/container.cuda-validation": "management.nvidia.com/gpu=all"}}
+    if name:
+        meta["name"] = name
+    else:
+        meta["generateName"] = f"{op.CUDA_VALIDATOR_APP}-"
     spec: Obj = {
         "nodeName": node, "restartPolicy": "OnFailure", "serviceAccountName": "nvidia-operator-validator",
         "tolerations": [GPU_TOLERATION],

@@ -199,7 +199,7 @@ def container_logs(profile: Profile, manifests: inst.InstallManifests, now: floa
         ]
     driver_validation.append(
         _logrus("creating symlinks under /dev/char that correspond to NVIDIA character devices", ts=ts))
-    cuda_pod = f"{op.CUDA_VALIDATOR_APP}-{_suffix(node)}"
+    cuda_pod = cuda_validator_name(node)
     logs = {
         "driver-validation": "\n".join(driver_validation),
         "nvidia-fs-validation": "\n".join([version, "running command sh with args [-c lsmod | grep nvidia_fs]",
@@ -261,6 +261,10 @@ def device_plugin_log(profile: Profile, manifests: inst.InstallManifests, now: f
                   _klog("server.go:142", f"Starting to serve '{r}' on {sock}", now),
                   _klog("server.go:149", f"Registered device plugin for '{r}' with Kubelet", now)]
     return "\n".join(lines)
+
+
+def cuda_validator_name(node: str) -> str:
+    return f"{op.CUDA_VALIDATOR_APP}-{_suffix(node)}"
 
 
 def _suffix(seed: str) -> str:
@@ -528,6 +532,8 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
 
 
 def _create_cuda_validator(kube: Kube, sim: SimInstall, node: str, created: dict[str, str]) -> None:
-    pod = inst.cuda_validator_pod(sim.profile, sim.namespace, node, sim.clusterpolicy_uid)
+    # Named like generateName would, but deterministic: the cuda-validation log cites gpu-node-0's pod.
+    pod = inst.cuda_validator_pod(sim.profile, sim.namespace, node, sim.clusterpolicy_uid,
+                                  name=cuda_validator_name(node))
     got = kube.create(pod)
     created[node] = got["metadata"]["name"]
