@@ -359,7 +359,21 @@ def _cuda_validation_failing(ctx: FaultContext) -> None:
     # is the pod that fails: delete the Succeeded one and let the new one end Failed, as kubelet reports it.
     _no_cuda_validator(ctx, NODE)
     c = ctx.kube.create(cuda_validator_pod(ctx.sim.profile, ctx.ns, NODE, ctx.sim.clusterpolicy_uid))
+    name = c["metadata"]["name"]
+
+    def phase() -> str:
+        return ctx.kube.get("Pod", name, ctx.ns).get("status", {}).get("phase", "")
+
+    # Let kwok start it first (it only touches fresh pods), then end it the way kubelet reports a failed init.
+    ctx.wait(lambda: phase() == "Running", "new cuda validator running")
     ctx.set_status(c, pod_states.failed_in_init(c, "cuda-validation", exit_code=1))
+    ctx.wait(lambda: phase() == "Failed", "cuda validator Failed")
+    t = _t()
+    ctx.log("cuda-validation", f'time="{t}" level=info msg="pod {name} is curently in Pending phase"\n'
+                               f'time="{t}" level=info msg="pod {name} is in Failed phase"\n'
+                               f'time="{t}" level=fatal msg="cuda workload validation failed: pod {name} failed"\n')
+    ctx.log("nvidia-cuda-validator", "Failed to allocate device vector A (error code CUDA driver version is "
+                                     "insufficient for CUDA runtime version)!\n[Vector addition of 50000 elements]\n")
     _validator_stuck(ctx, NODE, "cuda-validation", crash=False, restarts=0)
 
 

@@ -1,0 +1,73 @@
+"""Every healthy profile of the simulated cluster passes every layer it should (the README's claim).
+
+Also: `pytest --cluster=sim` (the README's first command) and `gpu-conformance sim up` followed by
+`pytest --cluster --kubeconfig` give the same verdict — the suite cannot tell the simulation apart.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_fault_matrix import run_suite
+
+from gpu_conformance.sim.binaries import binaries_available
+from gpu_conformance.sim.profiles import PROFILES
+
+pytestmark = [pytest.mark.sim, pytest.mark.skipif(not binaries_available(), reason="simulated cluster binaries "
+                                                  "not built: python -m gpu_conformance.sim.binaries")]
+REPO = Path(__file__).resolve().parents[1]
+# What each profile legitimately lacks is reported as n/a, never as a failure.
+EXPECTED_NA = {
+    "host-driver": {"DRV-002"},          # no operator driver pod: the host provides the driver
+    "preinstalled-driver": {"DRV-002"},  # driver detected on the host: the driver DaemonSet has no pods
+}
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_healthy_profile_is_conformant(profile: str, tmp_path: Path) -> None:
+    data = run_suite(profile, [], {}, tmp_path)
+    assert data["verdict"] == "CONFORMANT", {c["id"]: c["reason"] for c in data["checks"] if c["status"] != "pass"}
+    assert not [c["id"] for c in data["checks"] if c["status"] in ("fail", "blocked")]
+    na = {c["id"] for c in data["checks"] if c["status"] == "n/a"}
+    assert na == EXPECTED_NA.get(profile, set()), na
+    assert all(n["root_cause"] is None for n in data["nodes"]) and len(data["nodes"]) == 3
+    assert {p["phase"] for p in data["probe"]["pods"]} == {"Succeeded"} and data["probe"]["deleted"]
+    # The snapshot's request count does not depend on the node count (one LIST per kind).
+    assert data["cluster"]["requests"] < 40, data["cluster"]["requests"]
+
+
+def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_readme_first_command_and_sim_up_agree(tmp_path: Path) -> None:
+    # 1. pytest --cluster=sim: boots, runs, writes all five outputs, tears down.
+    proc = _pytest("--cluster=sim", f"--report-dir={tmp_path / 'a'}")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "verdict: CONFORMANT" in proc.stdout and "conformance.html" in proc.stdout
+    for out in ("conformance.json", "conformance.html", "junit.xml", "pytest.html", "allure-results"):
+        assert (tmp_path / "a" / out).exists(), out
+    a = json.loads((tmp_path / "a" / "conformance.json").read_text())
+
+    # 2. the same cluster shape started with the CLI, judged as an external cluster.
+    state = tmp_path / "state"
+    up = subprocess.run([sys.executable, "-m", "gpu_conformance.cli", "sim", "up", f"--state-dir={state}"],
+                        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert up.returncode == 0, up.stderr
+    kubeconfig = up.stdout.strip().splitlines()[-1]
+    try:
+        proc = _pytest("--cluster", f"--kubeconfig={kubeconfig}", f"--report-dir={tmp_path / 'b'}")
+        assert proc.returncode == 0, proc.stdout[-3000:]
+    finally:
+        down = subprocess.run([sys.executable, "-m", "gpu_conformance.cli", "sim", "down", f"--state-dir={state}"],
+                              cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert down.returncode == 0, down.stderr
+    b = json.loads((tmp_path / "b" / "conformance.json").read_text())
+    assert a["verdict"] == b["verdict"] == "CONFORMANT"
+    assert [(c["id"], c["status"]) for c in a["checks"]] == [(c["id"], c["status"]) for c in b["checks"]]
+    assert a["operator"]["version"] == b["operator"]["version"]
