@@ -14,7 +14,7 @@ from gpu_conformance.checks.common import operator_image, operator_version
 from gpu_conformance.cluster.connect import Connection, connect
 from gpu_conformance.cluster.reader import read_snapshot
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.errors import OperatorNotInstalled
+from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
 from gpu_conformance.model import LAYER_ORDER, Finding, Layer, Status
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, DRIVER, DRIVER_COMPONENT_LABEL
 from gpu_conformance.probe import Probe, ProbeRun
@@ -86,6 +86,14 @@ class ConformanceRun:
             raise OperatorNotInstalled(
                 f"the NVIDIA GPU Operator is not installed on {snap.server} (no {CLUSTERPOLICY_CRD} CRD, no pod "
                 "labelled app=gpu-operator): install it first (helm install gpu-operator nvidia/gpu-operator)")
+        if not self.settings.no_probe:
+            from gpu_conformance.cluster.reader import ClusterReader
+
+            missing = ClusterReader(self.conn).missing_permissions(
+                [("create", "", "namespaces", ""), ("delete", "", "namespaces", ""), ("create", "", "pods", "")])
+            if missing:
+                raise ClusterAccessError("missing permissions for the probe: " + "; ".join(missing)
+                                         + " (apply rbac.yaml, or pass --no-probe for a read-only run)")
         if not self.settings.operator_namespace:
             self.settings.operator_namespace = snap.operator_namespace or None
         self.snapshot = snap

@@ -124,3 +124,12 @@ def test_pod_on_node_opted_out_fails() -> None:
     set_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.gpu-feature-discovery", "false")
     f = run("LBL-002", snap)["gpu-node-1"]
     assert f.status == Status.FAIL and "gpu-feature-discovery" in f.message and "=false" in f.message
+
+
+def test_gpu_node_selector_limits_the_judged_nodes() -> None:
+    snap = healthy_snapshot()
+    set_label(snap, "gpu-node-2", "pool", "training")
+    snap.gpu_node_selector = "pool=training"
+    refresh(snap)
+    assert snap.gpu_node_names == ["gpu-node-2"]
+    assert set(run("NFD-003", snap)) == {"gpu-node-2"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from factory import crash_container, healthy_snapshot, pod_for, refresh, remove_daemonset, set_policy
 
-from gpu_conformance.checks import operator as opr
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.model import Finding, Status

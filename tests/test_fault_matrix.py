@@ -16,12 +16,10 @@ import pytest
 
 from gpu_conformance import catalogue
 from gpu_conformance.model import LAYER_ORDER
-from gpu_conformance.sim.binaries import binaries_available
 from gpu_conformance.sim.faults import CLUSTER, FAULTS, Fault
 from gpu_conformance.verdict import CONFORMANT
 
-pytestmark = [pytest.mark.sim, pytest.mark.skipif(not binaries_available(), reason="simulated cluster binaries "
-                                                  "not built: python -m gpu_conformance.sim.binaries")]
+pytestmark = pytest.mark.sim
 TIMINGS = Path("reports/fault-matrix-timings.json")
 # Checks no fault can make FAIL, by design (each says why in its catalogue entry).
 NEVER_FAIL = {"OPR-005"}  # an untagged operator image is a warning: expectations fall back to the newest release

@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 from test_fault_matrix import run_suite
 
-from gpu_conformance.sim.binaries import binaries_available
 from gpu_conformance.sim.profiles import PROFILES
 
-pytestmark = [pytest.mark.sim, pytest.mark.skipif(not binaries_available(), reason="simulated cluster binaries "
-                                                  "not built: python -m gpu_conformance.sim.binaries")]
+pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[1]
 # What each profile legitimately lacks is reported as n/a, never as a failure.
 EXPECTED_NA = {
@@ -71,3 +69,23 @@ def test_readme_first_command_and_sim_up_agree(tmp_path: Path) -> None:
     assert a["verdict"] == b["verdict"] == "CONFORMANT"
     assert [(c["id"], c["status"]) for c in a["checks"]] == [(c["id"], c["status"]) for c in b["checks"]]
     assert a["operator"]["version"] == b["operator"]["version"]
+
+
+def test_operator_not_installed_is_one_line_and_exit_6(tmp_path: Path) -> None:
+    from gpu_conformance.sim.binaries import ensure_binaries
+    from gpu_conformance.sim.controlplane import SimCluster
+
+    with SimCluster(bin_dir=ensure_binaries()) as cluster:
+        proc = _pytest("--cluster", f"--kubeconfig={cluster.kubeconfig}", f"--report-dir={tmp_path}")
+    assert proc.returncode == 6, proc.stdout[-2000:]
+    assert "the NVIDIA GPU Operator is not installed" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_layer_selection_and_no_probe(tmp_path: Path) -> None:
+    proc = _pytest("--cluster=sim", "-m", "operator or nfd", "--no-probe", f"--report-dir={tmp_path}")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "10 passed" in proc.stdout, proc.stdout[-1500:]
+    data = json.loads((tmp_path / "conformance.json").read_text())
+    assert data["verdict"] == "INCOMPLETE" and data["layers_run"] == ["operator", "nfd"]
+    assert data["probe"]["pods"] == []

@@ -1,4 +1,4 @@
-"""Layer 4, driver-toolkit: the driver (operator container or host), the container toolkit, the validator's init chain."""
+"""Layer 4, driver-toolkit: the driver (operator container or host), the toolkit, the validator chain."""
 
 import pytest
 

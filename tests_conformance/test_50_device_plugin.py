@@ -1,4 +1,4 @@
-"""Layer 5, device-plugin: nvidia.com/gpu advertised in capacity and allocatable, GFD labels, RuntimeClasses, CDI mode."""
+"""Layer 5, device-plugin: nvidia.com/gpu in capacity and allocatable, GFD labels, RuntimeClasses, CDI."""
 
 import pytest
 

@@ -59,8 +59,8 @@ def nfd_pods_running(snap: ClusterSnapshot, settings: Settings) -> list[Finding]
     findings: list[Finding] = []
     masters = [p for p in snap.nfd_pods if _role(p) == "master"]
     if masters and not any(pod_ready(p) for p in masters):
-        findings.append(cluster_finding("NFD-002", Status.FAIL,
-                                        f"NFD master not ready: {', '.join(f'{name_of(p)} {pod_status_text(p)}' for p in masters)}",
+        states = ", ".join(f"{name_of(p)} {pod_status_text(p)}" for p in masters)
+        findings.append(cluster_finding("NFD-002", Status.FAIL, f"NFD master not ready: {states}",
                                         pods=[name_of(p) for p in masters]))
     workers = [p for p in snap.nfd_pods if _role(p) == "worker"]
     by_node = {p.get("spec", {}).get("nodeName"): p for p in workers}

@@ -10,7 +10,13 @@ from gpu_conformance.checks.common import (
     operator_version,
 )
 from gpu_conformance.checks.registry import check
-from gpu_conformance.cluster.podstate import crashlooping, pod_ready, pod_status_text, restart_count, stuck_init_container
+from gpu_conformance.cluster.podstate import (
+    crashlooping,
+    pod_ready,
+    pod_status_text,
+    restart_count,
+    stuck_init_container,
+)
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (

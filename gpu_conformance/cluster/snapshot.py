@@ -117,7 +117,7 @@ class ClusterSnapshot:
         for n in self.nodes:
             if not has_gpu_evidence(n):
                 continue
-            if sel is not None and not matches(sel, labels):
+            if sel is not None and not matches(sel, labels_of(n)):
                 continue
             out.append(n)
         return sorted(out, key=name_of)

@@ -203,7 +203,7 @@ def _operand_not_ready(ctx: FaultContext) -> None:
 @fault("no-gpu-nodes", "NFD never labelled anything: the operator reports ready but NoGPUNodes",
        "remove NFD PCI, gpu.present, deploy and GFD labels and GPU resources from every node; ClusterPolicy "
        "Ready reason NoGPUNodes",
-       Layer.OPERATOR, {"OPR-003", "NFD-001"}, CLUSTER)
+       Layer.OPERATOR, {"OPR-003"}, CLUSTER)
 def _no_gpu_nodes(ctx: FaultContext) -> None:
     for n in ctx.sim.gpu_nodes:
         labels = ctx.kube.get("Node", n)["metadata"].get("labels") or {}
@@ -238,6 +238,15 @@ def _dcgm_exporter_crashloop(ctx: FaultContext) -> None:
 
 
 # ---- nfd -------------------------------------------------------------------------------------
+@fault("gpu-pool-gone", "the nightly job judges a GPU pool by label, and no node carries that label any more "
+       "(pool renamed or scaled to zero)",
+       "run with --gpu-node-selector=nvidia.com/gpu.product=NVIDIA-B200 on a cluster without B200 nodes",
+       Layer.NFD, {"NFD-001"}, CLUSTER, settings={"gpu_node_selector": "nvidia.com/gpu.product=NVIDIA-B200"})
+def _gpu_pool_gone(ctx: FaultContext) -> None:
+    return None  # the cluster is healthy; the selected pool is empty
+
+
+
 @fault("nfd-worker-missing", "NFD worker broken on one node: nfd-gc removes its PCI label, the operator sets "
        "gpu.present=false and withdraws every operand from the node",
        "nfd-worker pod on gpu-node-1 CrashLoopBackOff; node loses pci-10de, deploy and GFD labels, "
@@ -527,3 +536,17 @@ def _crd_deleted(ctx: FaultContext) -> None:
 def _cp_deleted(ctx: FaultContext) -> None:
     ctx.kube.delete("ClusterPolicy", CLUSTERPOLICY_NAME)
     ctx.wait(lambda: not ctx.kube.list("ClusterPolicy"), "ClusterPolicy gone", 30)
+
+
+def markdown_table() -> str:
+    """The README's fault table: what each fault reproduces and what the suite must report."""
+    rows = ["| Fault | Reproduces | Suite reports (root cause → failing checks) | Nodes |", "|---|---|---|---|"]
+    for f in FAULTS.values():
+        where = {NODE: NODE, ALL: "every GPU node", CLUSTER: "cluster-wide"}[f.nodes]
+        if f.layer is None:
+            what = f"transient, not broken ({f.verdict}); warns {', '.join(sorted(f.warns))}"
+        else:
+            what = f"{f.layer} → {', '.join(sorted(f.checks))}"
+        extra = f" (profile `{f.profile}`)" if f.profile != "default" else ""
+        rows.append(f"| `{f.name}`{extra} | {f.description} | {what} | {where} |")
+    return "\n".join(rows)

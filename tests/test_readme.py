@@ -1,0 +1,21 @@
+"""The README's tables are generated from the catalogue and the fault list; they must not drift."""
+
+from gpu_conformance import catalogue, docs
+from gpu_conformance.sim.faults import FAULTS
+
+
+def test_readme_tables_are_current() -> None:
+    text = docs.README.read_text()
+    assert docs.render(text) == text, "README tables are stale: run python -m gpu_conformance.docs"
+    for c in catalogue.all_checks():
+        assert f"`{c.id}`" in text
+    for name in FAULTS:
+        assert f"`{name}`" in text
+
+
+def test_readme_first_screen_has_the_two_commands() -> None:
+    first = docs.README.read_text()[:2500]
+    assert ".venv/bin/pytest --cluster=sim" in first
+    assert "pip install -e '.[dev]' && .venv/bin/pytest" in first
+    ci = (docs.README.parent / ".ci" / "run").read_text()
+    assert "\n.venv/bin/pytest\n" in ci  # CI runs the README's test command, nothing cleverer
