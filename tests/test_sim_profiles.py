@@ -82,10 +82,13 @@ def test_operator_not_installed_is_one_line_and_exit_6(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
-def test_layer_selection_and_no_probe(tmp_path: Path) -> None:
-    proc = _pytest("--cluster=sim", "-m", "operator or nfd", "--no-probe", f"--report-dir={tmp_path}")
+def test_layer_selection_and_config_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "conformance.yaml"
+    cfg.write_text("no-probe: true\nexpect-driver: operator\n")
+    proc = _pytest("--cluster=sim", "-m", "operator or nfd", f"--conformance-config={cfg}",
+                   f"--report-dir={tmp_path}")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "10 passed" in proc.stdout, proc.stdout[-1500:]
     data = json.loads((tmp_path / "conformance.json").read_text())
     assert data["verdict"] == "INCOMPLETE" and data["layers_run"] == ["operator", "nfd"]
-    assert data["probe"]["pods"] == []
+    assert data["probe"]["pods"] == [] and data["settings"]["expect_driver"] == "operator"

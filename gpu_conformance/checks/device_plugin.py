@@ -14,16 +14,15 @@ from typing import Any
 from gpu_conformance import operands as ops
 from gpu_conformance.checks.common import operator_version
 from gpu_conformance.checks.driver_toolkit import (
+    PodProblem,
     app_pod,
     label_gate,
     logs_cmd,
-    missing_pod_finding,
     namespace,
     node_labels,
+    operand_pod_findings,
     operator_version_tuple,
     pod_problem,
-    problem_finding,
-    restart_warn_or_pass,
     stage_message,
     validator_chain,
     with_log,
@@ -123,37 +122,20 @@ def _gfd_enabled(snapshot: ClusterSnapshot) -> bool:
        detects="device plugin pod missing, waiting in toolkit-validation (blocked upstream), config-manager-init "
                "stuck or nvidia-device-plugin crash-looping; WARN on restarts")
 def device_plugin_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    ns = namespace(snapshot, settings)
-    out = []
-    for node in snapshot.gpu_node_names:
-        if not _dp_enabled(snapshot):
-            out.append(Finding("DPL-001", Status.NA, f"{node}: ClusterPolicy spec.devicePlugin.enabled=false — no "
-                               "operator device plugin; GPUs must be advertised by another plugin", node=node,
-                               evidence={"object": "ClusterPolicy", "field": "spec.devicePlugin.enabled",
-                                         "observed": False, "expected": True}))
-            continue
-        gate = label_gate("DPL-001", snapshot, node, ops.DEVICE_PLUGIN)
-        if gate is not None:
-            out.append(gate)
-            continue
-        pod = app_pod(snapshot, ops.DEVICE_PLUGIN.app, node)
-        if pod is None:
-            out.append(missing_pod_finding("DPL-001", snapshot, ns, node, ops.DEVICE_PLUGIN, "device plugin",
-                                           f"app={ops.DEVICE_PLUGIN.app}"))
-        elif not pod_ready(pod):
-            p = pod_problem(snapshot, pod)
-            if p.stage == "toolkit-validation":
-                meaning = ("toolkit-ready was never written on this node — blocked upstream (driver → toolkit), "
-                           "see the driver-toolkit layer")
-            elif p.stage == "config-manager-init":
-                cfg = snapshot.policy_spec("devicePlugin", "config", "name") or "?"
-                meaning = f"the device plugin config (ConfigMap {cfg}) could not be loaded"
-            else:
-                meaning = "the plugin cannot start or register with kubelet (read its log: NVML init, CDI spec)"
-            out.append(problem_finding("DPL-001", snapshot, ns, node, pod, "device plugin pod", meaning, ""))
-        else:
-            out.append(restart_warn_or_pass("DPL-001", ns, node, pod, "device plugin pod"))
-    return out
+    def explain(p: PodProblem) -> tuple[str, str]:
+        if p.stage == "toolkit-validation":
+            return ("toolkit-ready was never written on this node — blocked upstream (driver → toolkit), see the "
+                    "driver-toolkit layer"), ""
+        if p.stage == "config-manager-init":
+            cfg = snapshot.policy_spec("devicePlugin", "config", "name") or "?"
+            return f"the device plugin config (ConfigMap {cfg}) could not be loaded", ""
+        return "the plugin cannot start or register with kubelet (read its log: NVML init, CDI spec)", ""
+
+    disabled = None if _dp_enabled(snapshot) else (
+        "ClusterPolicy spec.devicePlugin.enabled=false — no operator device plugin; GPUs must be advertised by "
+        "another plugin")
+    return operand_pod_findings("DPL-001", snapshot, settings, ops.DEVICE_PLUGIN, "device plugin pod",
+                                "device plugin", disabled, "spec.devicePlugin.enabled", explain)
 
 
 def _expected_resource(snapshot: ClusterSnapshot) -> str:

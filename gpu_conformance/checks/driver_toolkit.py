@@ -8,6 +8,7 @@ belongs to the device-plugin layer (DPL-006): it waits for the plugin to adverti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -331,33 +332,44 @@ def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Find
        detects="toolkit pod missing, waiting in driver-validation (driver broken) or its container "
                "crash-looping (runtime config); WARN on restarts")
 def toolkit_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    def explain(p: PodProblem) -> tuple[str, str]:
+        if p.stage == "driver-validation":
+            return f"{STAGES['driver-validation'][1]} (driver)", HINT_DRIVER + " " + HINT_ORDER
+        return "it could not configure the container runtime for NVIDIA (toolkit)", HINT_TOOLKIT
+
+    disabled = None if snapshot.policy_enabled("toolkit", True) else (
+        "ClusterPolicy spec.toolkit.enabled=false — the NVIDIA runtime must be configured on the host; the "
+        "validator's toolkit-validation checks it (DRV-004)")
+    return operand_pod_findings("DRV-003", snapshot, settings, ops.TOOLKIT, "toolkit pod", "container toolkit",
+                                disabled, "spec.toolkit.enabled", explain)
+
+
+def operand_pod_findings(check_id: str, snapshot: ClusterSnapshot, settings: Settings, operand: ops.Operand,
+                         what: str, missing_what: str, disabled: str | None, policy_field: str,
+                         explain: Callable[[PodProblem], tuple[str, str]]) -> list[Finding]:
+    """One finding per GPU node on an operand's pod: n/a when the policy disables it, the deploy label's say,
+    missing, not ready (explained by the stage it is stuck in), or ready (a warning after restarts)."""
     ns = namespace(snapshot, settings)
     out = []
     for node in snapshot.gpu_node_names:
-        if not snapshot.policy_enabled("toolkit", True):
-            out.append(Finding("DRV-003", Status.NA, f"{node}: ClusterPolicy spec.toolkit.enabled=false — the NVIDIA "
-                               "runtime must be configured on the host; the validator's toolkit-validation checks it "
-                               "(DRV-004)", node=node,
-                               evidence={"object": "ClusterPolicy", "field": "spec.toolkit.enabled",
-                                         "observed": False, "expected": True}))
+        if disabled is not None:
+            out.append(Finding(check_id, Status.NA, f"{node}: {disabled}", node=node,
+                               evidence={"object": "ClusterPolicy", "field": policy_field, "observed": False,
+                                         "expected": True}))
             continue
-        gate = label_gate("DRV-003", snapshot, node, ops.TOOLKIT)
+        gate = label_gate(check_id, snapshot, node, operand)
         if gate is not None:
             out.append(gate)
             continue
-        pod = app_pod(snapshot, ops.TOOLKIT.app, node)
+        pod = app_pod(snapshot, operand.app, node)
         if pod is None:
-            out.append(missing_pod_finding("DRV-003", snapshot, ns, node, ops.TOOLKIT, "container toolkit",
-                                           f"app={ops.TOOLKIT.app}"))
+            out.append(missing_pod_finding(check_id, snapshot, ns, node, operand, missing_what,
+                                           f"app={operand.app}"))
         elif not pod_ready(pod):
-            p = pod_problem(snapshot, pod)
-            if p.stage == "driver-validation":
-                meaning, hint = f"{STAGES['driver-validation'][1]} (driver)", HINT_DRIVER + " " + HINT_ORDER
-            else:
-                meaning, hint = "it could not configure the container runtime for NVIDIA (toolkit)", HINT_TOOLKIT
-            out.append(problem_finding("DRV-003", snapshot, ns, node, pod, "toolkit pod", meaning, hint))
+            meaning, hint = explain(pod_problem(snapshot, pod))
+            out.append(problem_finding(check_id, snapshot, ns, node, pod, what, meaning, hint))
         else:
-            out.append(restart_warn_or_pass("DRV-003", ns, node, pod, "toolkit pod"))
+            out.append(restart_warn_or_pass(check_id, ns, node, pod, what))
     return out
 
 
