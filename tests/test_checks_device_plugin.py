@@ -259,7 +259,7 @@ def test_plugin_validation_stuck():
     pod = pod_for(snap, VALIDATOR, N1)
     stuck_init(pod, "plugin-validation", restarts=3, snapshot=snap, log="GPU resources are not discovered by the node")
     f = only_node("DPL-006", snap)
-    assert f.message.startswith(f"{N1}: validator stuck in plugin-validation (Init:CrashLoopBackOff, 3 restarts): "
+    assert f.message.startswith("validator stuck in plugin-validation (Init:CrashLoopBackOff, 3 restarts): "
                                 "the device plugin has not advertised")
     assert "GPU resources are not discovered" in f.message and f.evidence["stage"] == "plugin-validation"
     assert f.kubectl.endswith(f"logs {pod['metadata']['name']} -c plugin-validation --previous")

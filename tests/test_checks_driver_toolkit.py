@@ -233,7 +233,7 @@ def test_validator_stuck_in_toolkit_validation_message():
     stuck_init(pod, "toolkit-validation", restarts=12, snapshot=snap,
                log="running nvidia-smi\nFailed to initialize NVML: Unknown Error\n")
     f = assert_only_node_fails("DRV-004", snap)
-    assert f.message.startswith(f"{N1}: validator stuck in toolkit-validation (Init:CrashLoopBackOff, 12 restarts): "
+    assert f.message.startswith("validator stuck in toolkit-validation (Init:CrashLoopBackOff, 12 restarts): "
                                 "the container runtime is not configured for NVIDIA (toolkit)")
     assert 'last log line: "Failed to initialize NVML: Unknown Error"' in f.message
     assert f.evidence["stage"] == "toolkit-validation" and f.evidence["restarts"] == 12

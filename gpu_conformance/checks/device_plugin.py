@@ -164,7 +164,7 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> li
             out.append(Finding("DPL-002", Status.PASS, f"{node} advertises {shown}", node=node, evidence=ev))
             continue
         if not _dp_enabled(snapshot):
-            out.append(Finding("DPL-002", Status.NA, f"{node}: no GPU resource advertised, and the operator's device "
+            out.append(Finding("DPL-002", Status.NA, "no GPU resource advertised, and the operator's device "
                                "plugin is disabled (spec.devicePlugin.enabled=false)", node=node, evidence=ev))
             continue
         if resources:
@@ -196,7 +196,7 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -
         n = snapshot.node_by_name[node]
         resources = [r for r in gpu_resources(n) if _qty(_cap_alloc(n, r)[0]) > 0]
         if not resources:
-            out.append(Finding("DPL-003", Status.NA, f"{node}: no GPU resource in capacity (see DPL-002)", node=node))
+            out.append(Finding("DPL-003", Status.NA, "no GPU resource in capacity (see DPL-002)", node=node))
             continue
         short = []
         for r in resources:
@@ -209,11 +209,11 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -
         if short:
             parts = [f"{r} allocatable {a} < capacity {c}: {c - a} of {c} devices unhealthy" for r, c, a in short]
             pod = app_pod(snapshot, ops.DEVICE_PLUGIN.app, node)
-            out.append(Finding("DPL-003", Status.FAIL, f"{node}: " + "; ".join(parts) + " (kubelet withholds "
+            out.append(Finding("DPL-003", Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds "
                                "devices the device plugin reports unhealthy)", node=node, evidence=ev,
                                kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}"))
         else:
-            out.append(Finding("DPL-003", Status.PASS, f"{node}: allocatable equals capacity for "
+            out.append(Finding("DPL-003", Status.PASS, f"allocatable equals capacity for "
                                f"{', '.join(resources)}", node=node, evidence=ev))
     return out
 
@@ -231,7 +231,7 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
         labels = node_labels(snapshot, node)
         cap = n.get("status", {}).get("capacity") or {}
         if not _gfd_enabled(snapshot):
-            out.append(Finding("DPL-004", Status.NA, f"{node}: GFD disabled (spec.gfd.enabled=false), no "
+            out.append(Finding("DPL-004", Status.NA, "GFD disabled (spec.gfd.enabled=false), no "
                                "nvidia.com/gpu.count to compare with", node=node))
             continue
         mig_counts = {k[: -len(".count")]: v for k, v in labels.items()
@@ -245,10 +245,10 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
             pairs = [(res, count * replicas, cap.get(res))]
             basis = f"nvidia.com/gpu.count={count} × nvidia.com/gpu.replicas={replicas}"
         else:
-            out.append(Finding("DPL-004", Status.NA, f"{node}: no GFD count label (see DPL-005)", node=node))
+            out.append(Finding("DPL-004", Status.NA, "no GFD count label (see DPL-005)", node=node))
             continue
         if all(observed is None for _, _, observed in pairs):
-            out.append(Finding("DPL-004", Status.NA, f"{node}: no GPU resource in capacity to compare (see DPL-002)",
+            out.append(Finding("DPL-004", Status.NA, "no GPU resource in capacity to compare (see DPL-002)",
                                node=node))
             continue
         bad = [(r, e, o) for r, e, o in pairs if _qty(o) != e]
@@ -256,11 +256,11 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
               "expected": {r: str(e) for r, e, _ in pairs}, "basis": basis}
         if bad:
             parts = [f"capacity {r}={o if o is not None else 'absent'} but GFD expects {e}" for r, e, o in bad]
-            out.append(Finding("DPL-004", Status.FAIL, f"{node}: " + "; ".join(parts) + f" ({basis}): the device "
+            out.append(Finding("DPL-004", Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device "
                                "plugin does not advertise every GPU GFD sees", node=node, evidence=ev))
         else:
             shown = ", ".join(f"{r}={o}" for r, _, o in pairs)
-            out.append(Finding("DPL-004", Status.PASS, f"{node}: capacity {shown} matches GFD ({basis})", node=node,
+            out.append(Finding("DPL-004", Status.PASS, f"capacity {shown} matches GFD ({basis})", node=node,
                                evidence=ev))
     return out
 
@@ -277,7 +277,7 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
     out = []
     for node in snapshot.gpu_node_names:
         if not _gfd_enabled(snapshot):
-            out.append(Finding("DPL-005", Status.NA, f"{node}: GFD disabled (spec.gfd.enabled=false)", node=node))
+            out.append(Finding("DPL-005", Status.NA, "GFD disabled (spec.gfd.enabled=false)", node=node))
             continue
         gate = label_gate("DPL-005", snapshot, node, ops.GFD)
         if gate is not None:
@@ -289,7 +289,7 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
             a: labels.get(a) for alts in GFD_REQUIRED for a in alts[:1]}, "expected": [a[0] for a in GFD_REQUIRED]}
         if not missing:
             cuda = next(labels[a] for a in GFD_REQUIRED[3] if a in labels)
-            out.append(Finding("DPL-005", Status.PASS, f"{node}: GFD labels present ({labels['nvidia.com/gpu.product']}"
+            out.append(Finding("DPL-005", Status.PASS, f"GFD labels present ({labels['nvidia.com/gpu.product']}"
                                f" × {labels['nvidia.com/gpu.count']}, {labels['nvidia.com/gpu.memory']} MiB, "
                                f"driver {cuda})", node=node, evidence=ev))
             continue
@@ -320,7 +320,7 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
     out = []
     for node in snapshot.gpu_node_names:
         if not _dp_enabled(snapshot):
-            out.append(Finding("DPL-006", Status.NA, f"{node}: plugin-validation is removed from the validator when "
+            out.append(Finding("DPL-006", Status.NA, "plugin-validation is removed from the validator when "
                                "spec.devicePlugin.enabled=false", node=node))
             continue
         gate = label_gate("DPL-006", snapshot, node, ops.VALIDATOR)
@@ -329,7 +329,7 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
             continue
         pod = app_pod(snapshot, ops.VALIDATOR.app, node)
         if pod is None:
-            out.append(Finding("DPL-006", Status.NA, f"{node}: no validator pod (see DRV-004)", node=node))
+            out.append(Finding("DPL-006", Status.NA, "no validator pod (see DRV-004)", node=node))
             continue
         chain = validator_chain(pod)
         stuck = stuck_init_container(pod)
@@ -337,16 +337,16 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
                               "[plugin-validation]", "expected": "completed", "status": pod_status_text(pod)}
         if "plugin-validation" not in chain:
             ev["observed"] = "absent"
-            out.append(Finding("DPL-006", Status.WARN, f"{node}: validator {name_of(pod)} has no plugin-validation "
+            out.append(Finding("DPL-006", Status.WARN, f"validator {name_of(pod)} has no plugin-validation "
                                "although the device plugin is enabled, so GPU advertisement is not validated",
                                node=node, evidence=ev))
         elif stuck is None:
             ev["observed"] = "completed"
-            out.append(Finding("DPL-006", Status.PASS, f"{node}: validator {name_of(pod)} completed "
+            out.append(Finding("DPL-006", Status.PASS, f"validator {name_of(pod)} completed "
                                "plugin-validation", node=node, evidence=ev))
         elif stuck["name"] != "plugin-validation":
             ev["observed"] = f"not reached (stuck in {stuck['name']})"
-            out.append(Finding("DPL-006", Status.NA, f"{node}: plugin-validation not reached — validator stuck "
+            out.append(Finding("DPL-006", Status.NA, f"plugin-validation not reached — validator stuck "
                                f"earlier in {stuck['name']} (see DRV-004)", node=node, evidence=ev))
         else:
             log = snapshot.logs.get((name_of(pod), "plugin-validation")) or ""
@@ -355,7 +355,7 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
                        "restarts": stuck["restarts"]})
             if log:
                 ev["log"] = log
-            out.append(Finding("DPL-006", Status.FAIL, with_log(f"{node}: {stage_message(snapshot, pod, stuck)}", log),
+            out.append(Finding("DPL-006", Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log),
                                node=node, evidence=ev,
                                kubectl=logs_cmd(ns, pod, "plugin-validation",
                                                 previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))

@@ -266,17 +266,17 @@ def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[
         ev = {"object": f"Node/{node}", "field": "driver configuration", "observed": mode.kind,
               "expected": expect, "source": mode.source}
         if mode.problem:
-            out.append(Finding("DRV-001", Status.FAIL, f"{node}: {mode.problem}", node=node, evidence=ev,
+            out.append(Finding("DRV-001", Status.FAIL, f"{mode.problem}", node=node, evidence=ev,
                                kubectl="kubectl get nvidiadrivers.nvidia.com -o wide"))
         elif expect == "operator" and mode.kind != "operator":
-            out.append(Finding("DRV-001", Status.FAIL, f"{node}: driver is {mode.source}, but --expect-driver="
+            out.append(Finding("DRV-001", Status.FAIL, f"driver is {mode.source}, but --expect-driver="
                                "operator expects the operator's driver container", node=node, evidence=ev))
         elif expect == "host" and mode.kind == "operator":
-            out.append(Finding("DRV-001", Status.FAIL, f"{node}: driver is the {mode.source}, but --expect-driver="
+            out.append(Finding("DRV-001", Status.FAIL, f"driver is the {mode.source}, but --expect-driver="
                                "host expects a host driver (driver.enabled=false or pre-installed)", node=node,
                                evidence=ev))
         else:
-            out.append(Finding("DRV-001", Status.PASS, f"{node}: {mode.source}", node=node, evidence=ev))
+            out.append(Finding("DRV-001", Status.PASS, f"{mode.source}", node=node, evidence=ev))
     return out
 
 
@@ -295,7 +295,7 @@ def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Find
               "expected": "operator"}
         if mode.kind != "operator":
             why = ("the toolkit's and validator's driver-validation check it (DRV-003, DRV-004)")
-            out.append(Finding("DRV-002", Status.NA, f"{node}: no driver pod expected — {mode.source}; {why}",
+            out.append(Finding("DRV-002", Status.NA, f"no driver pod expected — {mode.source}; {why}",
                                node=node, evidence=ev))
             continue
         pod = mode.pod
@@ -353,7 +353,7 @@ def operand_pod_findings(check_id: str, snapshot: ClusterSnapshot, settings: Set
     out = []
     for node in snapshot.gpu_node_names:
         if disabled is not None:
-            out.append(Finding(check_id, Status.NA, f"{node}: {disabled}", node=node,
+            out.append(Finding(check_id, Status.NA, f"{disabled}", node=node,
                                evidence={"object": "ClusterPolicy", "field": policy_field, "observed": False,
                                          "expected": True}))
             continue
@@ -423,7 +423,7 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
                 ev["message"] = stuck["message"]
             if log:
                 ev["log"] = log
-            out.append(Finding("DRV-004", Status.FAIL, with_log(f"{node}: {stage_message(snapshot, pod, stuck)}",
+            out.append(Finding("DRV-004", Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}",
                                                                 log), node=node, evidence=ev,
                                hint=f"{hint} {HINT_ORDER}".strip(),
                                kubectl=logs_cmd(ns, pod, stuck["name"],
@@ -434,7 +434,7 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
                                        HINT_ORDER))
         elif missing:
             ev["observed"] = "missing " + ", ".join(missing)
-            out.append(Finding("DRV-004", Status.WARN, f"{node}: validator {name_of(pod)} has no init container "
+            out.append(Finding("DRV-004", Status.WARN, f"validator {name_of(pod)} has no init container "
                                f"{', '.join(missing)} (init containers: {', '.join(chain)}), so this stage is not "
                                "validated", node=node, evidence=ev,
                                kubectl=f"kubectl -n {ns} get pod {name_of(pod)} -o yaml"))
@@ -446,7 +446,7 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
             if stuck is None and restart_count(pod) > RESTART_WARN:
                 out.append(restart_warn_or_pass("DRV-004", ns, node, pod, "validator"))
             else:
-                out.append(Finding("DRV-004", Status.PASS, f"{node}: validator {name_of(pod)} completed "
+                out.append(Finding("DRV-004", Status.PASS, f"validator {name_of(pod)} completed "
                                    f"{', '.join(done)}{tail}", node=node, evidence=ev,
                                    kubectl=f"kubectl -n {ns} get pod {name_of(pod)} -o wide"))
     return out
@@ -474,29 +474,29 @@ def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings) -> l
                    and (stuck is None or chain.index(stuck["name"]) >= chain.index("cuda-validation")))
         if pod is None:
             if validator is None:
-                out.append(Finding("DRV-005", Status.NA, f"{node}: no validator pod, so no CUDA validation ran "
+                out.append(Finding("DRV-005", Status.NA, "no validator pod, so no CUDA validation ran "
                                    "(see DRV-004)", node=node))
             elif not reached:
                 where = stuck["name"] if stuck else "?"
-                out.append(Finding("DRV-005", Status.NA, f"{node}: CUDA validation not run yet — the validator is "
+                out.append(Finding("DRV-005", Status.NA, f"CUDA validation not run yet — the validator is "
                                    f"still in {where} (see DRV-004)", node=node,
                                    evidence={"object": f"Pod/{name_of(validator)}", "stage": where}))
             elif stuck is not None and stuck["name"] == "cuda-validation":
-                out.append(Finding("DRV-005", Status.FAIL, f"{node}: validator waits in cuda-validation but no "
+                out.append(Finding("DRV-005", Status.FAIL, f"validator waits in cuda-validation but no "
                                    f"{ops.CUDA_VALIDATOR_APP}-* pod exists on the node (it could not be created: "
                                    "check events and the validator's RBAC)", node=node,
                                    evidence={"object": f"Pod/{ops.CUDA_VALIDATOR_APP}-*", "observed": "none",
                                              "expected": "phase Succeeded"},
                                    kubectl=logs_cmd(ns, validator, "cuda-validation")))
             else:
-                out.append(Finding("DRV-005", Status.PASS, f"{node}: cuda-validation completed in the validator "
+                out.append(Finding("DRV-005", Status.PASS, f"cuda-validation completed in the validator "
                                    f"(its {ops.CUDA_VALIDATOR_APP} pod has since been removed)", node=node))
             continue
         phase = pod.get("status", {}).get("phase")
         ev = {"object": f"Pod/{name_of(pod)}", "field": "status.phase", "observed": phase, "expected": "Succeeded",
               "status": pod_status_text(pod)}
         if phase == "Succeeded":
-            out.append(Finding("DRV-005", Status.PASS, f"{node}: {name_of(pod)} Succeeded (vectorAdd ran on the GPU)",
+            out.append(Finding("DRV-005", Status.PASS, f"{name_of(pod)} Succeeded (vectorAdd ran on the GPU)",
                                node=node, evidence=ev, kubectl=f"kubectl -n {ns} logs {name_of(pod)} -c "
                                                                 "cuda-validation"))
             continue
@@ -504,14 +504,14 @@ def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings) -> l
         broken = phase == "Failed" or p.stage is not None and p.evidence.get("state") != "running" \
             or p.evidence.get("restarts", 0) > 0 or p.evidence.get("reason") not in (None, "", "PodInitializing")
         if not broken:
-            out.append(Finding("DRV-005", Status.WARN, f"{node}: {name_of(pod)} still running ({p.evidence['status']}):"
+            out.append(Finding("DRV-005", Status.WARN, f"{name_of(pod)} still running ({p.evidence['status']}):"
                                " CUDA validation in progress", node=node, evidence=ev,
                                kubectl=f"kubectl -n {ns} describe pod {name_of(pod)}"))
             continue
         ev.update(p.evidence)
         if p.log:
             ev["log"] = p.log
-        msg = f"{node}: {name_of(pod)} {phase} — {p.summary}: vectorAdd could not run on the GPU"
+        msg = f"{name_of(pod)} {phase} — {p.summary}: vectorAdd could not run on the GPU"
         out.append(Finding("DRV-005", Status.FAIL, with_log(msg, p.log), node=node, evidence=ev,
                            kubectl=logs_cmd(ns, pod, p.container or "cuda-validation")))
     return out
