@@ -79,7 +79,7 @@ def node_labels(snapshot: ClusterSnapshot, node: str) -> dict[str, str]:
 
 
 def app_pod(snapshot: ClusterSnapshot, app: str, node: str) -> Obj | None:
-    return snapshot.pod_on_node(snapshot.pods_with_labels({"app": app}), node)
+    return snapshot.labelled_pod_on_node({"app": app}, node)
 
 
 def last_log(snapshot: ClusterSnapshot, pod: Obj, container: str) -> str:
@@ -218,7 +218,7 @@ class DriverMode:
 
 def driver_pod(snapshot: ClusterSnapshot, node: str) -> Obj | None:
     key, value = ops.DRIVER_COMPONENT_LABEL
-    return snapshot.pod_on_node(snapshot.pods_with_labels({key: value}), node)
+    return snapshot.labelled_pod_on_node({key: value}, node)
 
 
 def driver_mode(snapshot: ClusterSnapshot, node: str) -> DriverMode:
@@ -459,14 +459,13 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
                "validator waits in cuda-validation")
 def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
-    cuda_pods = snapshot.pods_with_labels({"app": ops.CUDA_VALIDATOR_APP})
     out = []
     for node in snapshot.gpu_node_names:
         gate = label_gate("DRV-005", snapshot, node, ops.VALIDATOR)
         if gate is not None:
             out.append(gate)
             continue
-        pod = snapshot.pod_on_node(cuda_pods, node)
+        pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
         validator = app_pod(snapshot, ops.VALIDATOR.app, node)
         stuck = stuck_init_container(validator) if validator is not None else None
         chain = validator_chain(validator) if validator is not None else []

@@ -238,7 +238,7 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
             if labels.get(o.deploy_label) != "true":
                 continue  # not scheduled here by design (deploy-labels layer reports why)
             ds = snap.daemonset(o.daemonset)
-            pod = snap.pod_on_node(snap.pods_of(ds), n) if ds else None
+            pod = snap.owned_pod_on_node(ds, n) if ds else None
             if pod is None or pod_ready(pod):
                 continue  # a missing pod is the deploy-labels layer's finding (LBL-002)
             stuck = stuck_init_container(pod)

@@ -1,0 +1,40 @@
+"""5,000 GPU nodes: every check, the verdict and both reports stay fast (no per-node scans of all pods)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from factory import healthy_snapshot, pod_for, refresh, stuck_init
+
+from gpu_conformance import catalogue
+from gpu_conformance.model import Status
+from gpu_conformance.report.html import write_html
+from gpu_conformance.report.json_report import write_json
+from gpu_conformance.run_result import RunResult
+from gpu_conformance.settings import Settings
+from gpu_conformance.verdict import NOT_CONFORMANT, decide
+
+
+def test_five_thousand_nodes(tmp_path: Path) -> None:
+    snap = healthy_snapshot(gpu_nodes=5000, cpu_nodes=10)
+    stuck_init(pod_for(snap, "nvidia-operator-validator", "gpu-node-4242"), "toolkit-validation", restarts=3)
+    refresh(snap)
+    settings = Settings(operator_namespace="gpu-operator", run_id="scale")
+    t0 = time.monotonic()
+    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(snap, settings)]
+    t_checks = time.monotonic() - t0
+    verdict = decide(catalogue.all_checks(), findings, snap.gpu_node_names)
+    result = RunResult("scale", "2026-12-02T00:00:00+00:00", 1.0, {"server": "https://x", "requests": 14},
+                       {"namespace": "gpu-operator", "version": "v26.3.3", "policy": {}}, {}, catalogue.all_checks(),
+                       findings, verdict, {"pods": []}, {})
+    write_json(result, tmp_path)
+    html = write_html(result, tmp_path)
+    total = time.monotonic() - t0
+    print(f"5,000 nodes: checks {t_checks:.1f}s, checks+verdict+json+html {total:.1f}s, "
+          f"html {html.stat().st_size // 1024} KiB")
+    assert verdict.overall == NOT_CONFORMANT
+    assert [n.node for n in verdict.nodes if n.root_cause] == ["gpu-node-4242"]
+    assert verdict.outcomes["DRV-004"].status == Status.FAIL
+    assert t_checks < 20 and total < 60, (t_checks, total)
+    assert html.stat().st_size < 5 * 1024 * 1024
