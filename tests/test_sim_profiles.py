@@ -92,3 +92,10 @@ def test_layer_selection_and_config_file(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "conformance.json").read_text())
     assert data["verdict"] == "INCOMPLETE" and data["layers_run"] == ["operator", "nfd"]
     assert data["probe"]["pods"] == [] and data["settings"]["expect_driver"] == "operator"
+
+
+def test_api_requests_do_not_grow_with_nodes(tmp_path: Path) -> None:
+    small = run_suite("default", [], {"no_probe": True}, tmp_path / "small", gpu_nodes=3)
+    large = run_suite("default", [], {"no_probe": True}, tmp_path / "large", gpu_nodes=30)
+    assert large["cluster"]["gpu_nodes"] == 30 and large["verdict"] == small["verdict"] == "INCOMPLETE"
+    assert large["cluster"]["requests"] == small["cluster"]["requests"], (small["cluster"], large["cluster"])

@@ -299,11 +299,13 @@ class SimCluster:
                     # kwok heartbeats every 10-25 s without leases; a generous grace keeps a loaded
                     # CI machine from tainting simulated nodes unreachable and evicting their pods.
                     "--node-monitor-grace-period=2m", "--node-startup-grace-period=2m",
-                    "--profiling=false"]
+                    # The default 20 requests/s client limit makes a 50-node install wait on pod creation.
+                    "--kube-api-qps=5000", "--kube-api-burst=10000", "--profiling=false"]
         if name == "kube-scheduler":
             return [str(bin_dir / "kube-scheduler"), *delegated, *serving,
                     "--leader-elect=false", f"--bind-address={LOOPBACK}",
-                    f"--secure-port={ports['scheduler']}", "--profiling=false"]
+                    f"--secure-port={ports['scheduler']}", "--kube-api-qps=5000", "--kube-api-burst=10000",
+                    "--profiling=false"]
         if name == "kwok":
             return [str(bin_dir / "kwok"), f"--kubeconfig={kubeconfig}",
                     f"--config={self.state_dir / 'kwok.yaml'}",
