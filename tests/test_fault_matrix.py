@@ -38,7 +38,15 @@ def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path,
         run.start()
         run.run_probe()
         run.write_reports()
-        return json.loads((report_dir / "conformance.json").read_text())
+        data = json.loads((report_dir / "conformance.json").read_text())
+        # What the probe left behind, read from the cluster itself (not from the probe's own account).
+        from gpu_conformance.sim.reconcile import Kube
+
+        data["leftover_probe_namespaces"] = [
+            ns["metadata"]["name"] for ns in Kube(booted.cluster.api_client()).list(
+                "Namespace", label_selector="gpu-conformance.nvidia.com/run-id")
+            if not ns["metadata"].get("deletionTimestamp")]
+        return data
     finally:
         if run is not None:
             run.close()

@@ -34,6 +34,7 @@ def test_healthy_profile_is_conformant(profile: str, tmp_path: Path) -> None:
     assert na == EXPECTED_NA.get(profile, set()), na
     assert all(n["root_cause"] is None for n in data["nodes"]) and len(data["nodes"]) == 3
     assert {p["phase"] for p in data["probe"]["pods"]} == {"Succeeded"} and data["probe"]["deleted"]
+    assert data["leftover_probe_namespaces"] == []
     # The snapshot's request count does not depend on the node count (one LIST per kind).
     assert data["cluster"]["requests"] < 40, data["cluster"]["requests"]
 
@@ -99,3 +100,38 @@ def test_api_requests_do_not_grow_with_nodes(tmp_path: Path) -> None:
     large = run_suite("default", [], {"no_probe": True}, tmp_path / "large", gpu_nodes=30)
     assert large["cluster"]["gpu_nodes"] == 30 and large["verdict"] == small["verdict"] == "INCOMPLETE"
     assert large["cluster"]["requests"] == small["cluster"]["requests"], (small["cluster"], large["cluster"])
+
+
+def test_probe_cleans_up_on_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpu_conformance.probe as probe_mod
+    from gpu_conformance.cluster.connect import connect
+    from gpu_conformance.cluster.reader import read_snapshot
+    from gpu_conformance.settings import Settings
+    from gpu_conformance.sim.reconcile import Kube
+    from gpu_conformance.sim.session import start_sim
+
+    booted = start_sim(quiet=True)
+    try:
+        conn = connect(str(booted.kubeconfig))
+        snap = read_snapshot(conn, "gpu-operator")
+        settings = Settings(run_id="ctrlc", probe_timeout=60).validate()
+        real_poll = probe_mod.poll_until
+        calls = []
+
+        def interrupted(condition, timeout, interval):  # the second wait is the one for the probe pods
+            calls.append(timeout)
+            if len(calls) == 2:
+                condition()  # the pods exist now
+                raise KeyboardInterrupt
+            return real_poll(condition, timeout, interval)
+
+        monkeypatch.setattr(probe_mod, "poll_until", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            probe_mod.Probe(conn, settings, snap).run(snap.gpu_node_names)
+        assert len(calls) == 2  # the namespace and its pods were created before the interrupt
+        ns = Kube(booted.cluster.api_client()).list("Namespace",
+                                                    label_selector="gpu-conformance.nvidia.com/run-id=ctrlc")
+        assert all(n["metadata"].get("deletionTimestamp") for n in ns), ns  # gone, or going
+        conn.close()
+    finally:
+        booted.stop()
