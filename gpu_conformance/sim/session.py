@@ -57,8 +57,7 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
         for f in faults or []:
             fault_catalogue.apply(inst, f, cluster)
     except BaseException:
-        if not detach:
-            cluster.stop()
+        cluster.stop()  # a half-installed cluster is of no use, detached or not
         raise
     t2 = time.monotonic()
     if not quiet:
