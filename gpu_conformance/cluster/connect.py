@@ -88,7 +88,8 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Connec
 
 
 def raw_request(api: client.ApiClient, method: str, path: str, query: list[tuple[str, str]] | None = None,
-                body: Any = None, timeout: tuple[float, float] | float = REQUEST_TIMEOUT) -> bytes:
+                body: Any = None, timeout: tuple[float, float] | float = REQUEST_TIMEOUT,
+                content_type: str = "application/json") -> bytes:
     """One HTTP request through the official client's auth and TLS, returning the raw body.
 
     The typed API methods would parse every object into Python models; for a 5,000-node LIST the raw
@@ -96,7 +97,7 @@ def raw_request(api: client.ApiClient, method: str, path: str, query: list[tuple
     """
     headers = {"Accept": "application/json"}
     if body is not None:
-        headers["Content-Type"] = "application/json"
+        headers["Content-Type"] = content_type
     m, url, hdrs, ser_body, post = api.param_serialize(
         method=method, resource_path=path, query_params=query or [], header_params=headers, body=body,
         auth_settings=["BearerToken"])

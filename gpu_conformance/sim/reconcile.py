@@ -28,6 +28,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance import operands as op
+from gpu_conformance.cluster.connect import raw_request
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim.nvidia_smi import node_nvidia_smi_L, nvidia_smi_header, probe_output
@@ -121,15 +122,9 @@ class Kube:
     def request(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
                 content_type: str = "application/json") -> Obj:
         self.requests += 1
-        req = self.client.param_serialize(
-            method, path, query_params=query or [],
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body, auth_settings=["BearerToken"])
-        resp = self.client.call_api(*req, _request_timeout=_REQUEST_TIMEOUT)
-        resp.read()
-        if not 200 <= resp.status <= 299:
-            raise ApiException.from_response(http_resp=resp, body=resp.data.decode(errors="replace"), data=None)
-        return json.loads(resp.data) if resp.data else {}
+        data = raw_request(self.client, method, path, query, body, timeout=_REQUEST_TIMEOUT,
+                           content_type=content_type)
+        return json.loads(data) if data else {}
 
     def create(self, obj: Obj) -> Obj:
         ns = obj.get("metadata", {}).get("namespace")
