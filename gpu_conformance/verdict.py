@@ -178,9 +178,19 @@ def decide(
                 reasons.append(f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}")
             else:
                 failing.append(f.node)
+        stopped_before = bool(gpu_nodes) and all(
+            (st := node_by_name[n].stop) is not None and st.layer.index < c.layer.index for n in gpu_nodes)
         if failing:
             status = Status.FAIL
             reason = ""
+        elif cluster_blocker and cluster_blocker.layer.index < c.layer.index:
+            # Whatever this check saw, it cannot speak for a cluster whose earlier layer is broken.
+            status, reason = Status.BLOCKED, f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}"
+        elif stopped_before and c.layer in layers_run:
+            rc0 = node_by_name[gpu_nodes[0]].stop
+            assert rc0 is not None
+            status, reason = Status.BLOCKED, f"every GPU node is blocked by an earlier layer, e.g. {rc0.layer}: " \
+                                             f"{rc0.message}"
         elif blocked:
             status = Status.BLOCKED
             reason = reasons[0]

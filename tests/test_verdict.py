@@ -60,6 +60,8 @@ def test_cluster_wide_failure_blocks_everything_with_one_message() -> None:
     assert all(n.root_cause and n.root_cause.layer == Layer.OPERATOR for n in v.nodes)
     assert v.outcomes["DPL-X"].status == Status.BLOCKED
     assert "operator scaled to 0" in v.outcomes["DPL-X"].reason
+    # checks of later layers that saw nothing wrong are blocked too: they cannot vouch for this cluster
+    assert v.outcomes["DRV-X"].status == Status.BLOCKED and v.outcomes["PRB-X"].status == Status.BLOCKED
 
 
 def test_warn_does_not_fail_and_missing_probe_layer_is_incomplete() -> None:
@@ -82,3 +84,9 @@ def test_transient_pause_blocks_later_layers_without_failing() -> None:
     assert n1.layers[Layer.DEVICE_PLUGIN] == Status.BLOCKED
     assert v.outcomes["DPL-X"].status == Status.BLOCKED and "paused" in v.outcomes["DPL-X"].reason
     assert v.overall == INCOMPLETE
+
+
+def test_check_is_blocked_when_every_node_stopped_earlier() -> None:
+    v = decide(CHECKS, per_node({("DRV-X", "n1"): Status.FAIL, ("DRV-X", "n2"): Status.FAIL}), NODES)
+    assert v.outcomes["DPL-X"].status == Status.BLOCKED and "every GPU node is blocked" in v.outcomes["DPL-X"].reason
+    assert v.outcomes["OPR-X"].status == Status.PASS
