@@ -60,13 +60,6 @@ def only_node(check_id: str, snap, node: str = N1, status: Status = Status.FAIL,
     return bad[0]
 
 
-def test_checks_registered_in_layer():
-    for cid in DPL_IDS:
-        assert REGISTRY[cid].layer == Layer.DEVICE_PLUGIN
-        assert REGISTRY[cid].title and REGISTRY[cid].hint and REGISTRY[cid].detects
-        cmd = REGISTRY[cid].render_kubectl("nv-ops", "gpu-node-9")
-        assert cmd.startswith("kubectl ") and "{{" not in cmd and "{ns}" not in cmd and "{node}" not in cmd
-
 
 # ---- healthy clusters ------------------------------------------------------------------------------------------
 HEALTHY = [
