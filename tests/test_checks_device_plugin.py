@@ -4,6 +4,7 @@ verdict puts an upstream break (driver/toolkit) before the device plugin it bloc
 from __future__ import annotations
 
 import pytest
+from check_runner import N1, cluster, on, only_node, run
 from factory import (
     add_runtimeclass,
     crash_container,
@@ -23,7 +24,7 @@ from factory import (
 
 from gpu_conformance.checks import device_plugin, driver_toolkit  # noqa: F401  (registers the checks)
 from gpu_conformance.checks.registry import REGISTRY
-from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.model import Layer, Status
 from gpu_conformance.settings import Settings
 from gpu_conformance.verdict import decide
 
@@ -33,31 +34,14 @@ CLUSTER = DPL_IDS[6:]
 PLUGIN = "nvidia-device-plugin-daemonset"
 VALIDATOR = "nvidia-operator-validator"
 GFD = "gpu-feature-discovery"
-N1 = "gpu-node-1"
 
 
-def run(check_id: str, snap, **settings) -> list[Finding]:
-    return REGISTRY[check_id].run(snap, Settings(**settings))
 
 
-def on(check_id: str, snap, node: str = N1, **settings) -> Finding:
-    found = [f for f in run(check_id, snap, **settings) if f.node == node]
-    assert len(found) == 1, found
-    return found[0]
 
 
-def cluster(check_id: str, snap, **settings) -> Finding:
-    findings = run(check_id, snap, **settings)
-    assert len(findings) == 1 and findings[0].node is None, findings
-    return findings[0]
 
 
-def only_node(check_id: str, snap, node: str = N1, status: Status = Status.FAIL, **settings) -> Finding:
-    findings = run(check_id, snap, **settings)
-    assert {f.node for f in findings} == set(snap.gpu_node_names)
-    bad = [f for f in findings if f.status not in (Status.PASS, Status.NA)]
-    assert [(f.node, f.status) for f in bad] == [(node, status)], [f.message for f in bad]
-    return bad[0]
 
 
 

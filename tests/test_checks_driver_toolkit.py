@@ -4,6 +4,8 @@ on the right node and names the stuck stage."""
 from __future__ import annotations
 
 import pytest
+from check_runner import N1, on, run
+from check_runner import only_node as assert_only_node_fails
 from factory import (
     crash_container,
     fail_pod,
@@ -17,34 +19,19 @@ from factory import (
 )
 
 from gpu_conformance.checks import driver_toolkit  # noqa: F401  (registers the checks)
-from gpu_conformance.checks.registry import REGISTRY
-from gpu_conformance.model import Finding, Status
-from gpu_conformance.settings import Settings
+from gpu_conformance.model import Status
 
 DRV_IDS = ["DRV-001", "DRV-002", "DRV-003", "DRV-004", "DRV-005"]
 VALIDATOR = "nvidia-operator-validator"
 TOOLKIT = "nvidia-container-toolkit-daemonset"
 DRIVER = "nvidia-driver-daemonset"
 CUDA = "nvidia-cuda-validator"
-N1 = "gpu-node-1"
 
 
-def run(check_id: str, snap, **settings) -> list[Finding]:
-    return REGISTRY[check_id].run(snap, Settings(**settings))
 
 
-def on(check_id: str, snap, node: str = N1, **settings) -> Finding:
-    found = [f for f in run(check_id, snap, **settings) if f.node == node]
-    assert len(found) == 1, found
-    return found[0]
 
 
-def assert_only_node_fails(check_id: str, snap, node: str = N1, status: Status = Status.FAIL, **settings) -> Finding:
-    findings = run(check_id, snap, **settings)
-    assert {f.node for f in findings} == set(snap.gpu_node_names)
-    bad = [f for f in findings if f.status not in (Status.PASS, Status.NA)]
-    assert [(f.node, f.status) for f in bad] == [(node, status)], [f.message for f in bad]
-    return bad[0]
 
 
 
