@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -59,9 +59,12 @@ def worst(statuses: list[Status] | set[Status]) -> Status:
 
 @dataclass(frozen=True)
 class Finding:
-    """One observation by one check, about one node or (node=None) the whole cluster."""
+    """One observation by one check, about one node or (node=None) the whole cluster.
 
-    check_id: str
+    Check functions leave `check_id` empty: the registry owns the ID and fills it in (Check.run), so a check body
+    cannot report under another check's ID.
+    """
+
     status: Status
     message: str
     node: str | None = None
@@ -70,6 +73,15 @@ class Finding:
     # Overrides of the catalogue's generic hint/command when the check knows better (e.g. a pod name).
     hint: str = ""
     kubectl: str = ""
+    check_id: str = ""
+    # A cluster-wide FAIL stops every node's later layers unless it is a symptom the per-node layers explain
+    # (e.g. ClusterPolicy notReady because one node's driver crash-loops).
+    blocking: bool = True
+
+    def __post_init__(self) -> None:
+        # Positional arguments from before check_id moved last would shift silently; refuse them loudly.
+        if not isinstance(self.status, Status):
+            raise TypeError(f"Finding.status must be a Status, got {self.status!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +92,7 @@ class Finding:
             "evidence": self.evidence,
             "hint": self.hint,
             "kubectl": self.kubectl,
+            "blocking": self.blocking,
         }
 
 
@@ -108,15 +121,9 @@ class Check:
     def _complete(self, finding: Finding, snapshot: ClusterSnapshot, settings: Settings) -> Finding:
         hint = finding.hint or self.hint
         kubectl = finding.kubectl or self.render_kubectl(settings.operator_namespace or "gpu-operator", finding.node)
-        return Finding(
-            check_id=self.id,
-            status=finding.status,
-            message=finding.message,
-            node=finding.node,
-            evidence=finding.evidence,
-            hint=hint,
-            kubectl=kubectl,
-        )
+        if finding.check_id not in ("", self.id):
+            raise RuntimeError(f"{self.id} returned a finding of {finding.check_id}")
+        return replace(finding, check_id=self.id, hint=hint, kubectl=kubectl)
 
     def render_kubectl(self, namespace: str, node: str | None) -> str:
         # Plain replacement, not str.format: commands carry jsonpath braces of their own.

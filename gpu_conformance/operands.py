@@ -52,8 +52,6 @@ NODE_STATUS_EXPORTER = Operand("node-status-exporter", "nvidia-node-status-expor
 OPERANDS: tuple[Operand, ...] = (
     DRIVER, TOOLKIT, VALIDATOR, DEVICE_PLUGIN, DCGM, DCGM_EXPORTER, GFD, MIG_MANAGER, NODE_STATUS_EXPORTER,
 )
-BY_KEY = {o.key: o for o in OPERANDS}
-BY_DAEMONSET = {o.daemonset: o for o in OPERANDS}
 
 # Deploy labels every GPU node carries in the `container` workload config (the field note's 8),
 # plus `client` from v26.7 and `mig-manager` on MIG-capable nodes.
@@ -102,9 +100,15 @@ def operand_enabled(operand: Operand, spec: dict) -> bool:
     return on
 
 
-def expected_deploy_labels(operator_version: str, mig_capable: bool) -> tuple[str, ...]:
+def expected_deploy_labels(operator_version: str | tuple[int, int, int] | None,
+                           mig_capable: bool) -> tuple[str, ...]:
+    """Deploy labels every version writes, plus the version's own; an unknown version is held to the common set."""
+    from gpu_conformance import versions
+
+    if isinstance(operator_version, str):
+        operator_version = versions.parse(operator_version)
     labels = list(BASE_DEPLOY_LABELS)
-    if parse_version(operator_version) >= (26, 7, 0):
+    if versions.since(versions.CLIENT_DEPLOY_LABEL, operator_version):
         labels.append(CLIENT_DEPLOY_LABEL)
     if mig_capable:
         labels.append(MIG_DEPLOY_LABEL)

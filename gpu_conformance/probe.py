@@ -119,8 +119,8 @@ class Probe:
             return result
         targets = nodes[:MAX_PROBE_NODES]
         for n in nodes[MAX_PROBE_NODES:]:
-            result.findings.append(Finding("PRB-001", Status.NA, f"not probed (only the first {MAX_PROBE_NODES} "
-                                                                 "healthy GPU nodes are)", node=n))
+            result.findings.append(Finding(Status.NA, f"not probed (only the first {MAX_PROBE_NODES} "
+                                                                 "healthy GPU nodes are)", node=n, check_id="PRB-001"))
         try:
             self._create_namespace()
             manifests = {}
@@ -158,62 +158,64 @@ class Probe:
         f: list[Finding] = []
         if not pod.get("spec", {}).get("nodeName"):
             reason = next((e for e in events if e.startswith("FailedScheduling")), "")
-            f.append(Finding("PRB-001", Status.FAIL, self._unschedulable_message(node, reason or "not scheduled"),
+            f.append(Finding(Status.FAIL, self._unschedulable_message(node, reason or "not scheduled"),
                              node=node, evidence={"pod": pod_name, "phase": phase or "Pending", "events": events},
-                             kubectl=kubectl))
+                             kubectl=kubectl, check_id="PRB-001"))
             return f
-        f.append(Finding("PRB-001", Status.PASS, f"scheduled on {node}", node=node, evidence={"pod": pod_name}))
+        f.append(Finding(Status.PASS, f"scheduled on {node}", node=node, evidence={"pod": pod_name},
+                         check_id="PRB-001"))
         waiting = [cs.get("state", {}).get("waiting", {}) for cs in pod.get("status", {}).get("containerStatuses")
                    or []]
         pull = next((w for w in waiting if w.get("reason") in PULL_FAILURES), None)
         if pull:
-            f.append(Finding("PRB-002", Status.FAIL,
+            f.append(Finding(Status.FAIL,
                              f"probe image {self.settings.probe_image} cannot be pulled ({pull.get('reason')}): "
                              f"{pull.get('message', '')}".rstrip(": "),
-                             node=node, evidence={"pod": pod_name, "waiting": pull, "events": events}, kubectl=kubectl))
+                             node=node, evidence={"pod": pod_name, "waiting": pull, "events": events}, kubectl=kubectl,
+                             check_id="PRB-002"))
             return f
         if phase not in ("Succeeded", "Failed"):
-            f.append(Finding("PRB-002", Status.FAIL,
+            f.append(Finding(Status.FAIL,
                              f"probe did not finish within --probe-timeout {self.settings.probe_timeout:g}s "
                              f"(phase {phase or '?'})", node=node,
                              evidence={"pod": pod_name, "status": pod.get("status", {}), "events": events},
-                             kubectl=kubectl))
+                             kubectl=kubectl, check_id="PRB-002"))
             return f
-        f.append(Finding("PRB-002", Status.PASS, f"probe container ran ({phase})", node=node))
+        f.append(Finding(Status.PASS, f"probe container ran ({phase})", node=node, check_id="PRB-002"))
         logs_cmd = f"kubectl -n {self.ns} logs {pod_name}"
         ev = {"pod": pod_name, "phase": phase, "gpus_seen": out.gpus, "nvidia_smi_rc": out.smi_rc,
               "requested": want}
         if out.smi_rc != 0 or out.gpu_count == 0:
             why = out.smi_error or (f"exit code {out.smi_rc}" if out.smi_rc is not None else "no output")
-            f.append(Finding("PRB-003", Status.FAIL,
+            f.append(Finding(Status.FAIL,
                              f"nvidia-smi -L in a pod with {want} GPU requested failed: {why}",
-                             node=node, evidence=ev, kubectl=logs_cmd))
+                             node=node, evidence=ev, kubectl=logs_cmd, check_id="PRB-003"))
         elif out.gpu_count < want:
-            f.append(Finding("PRB-003", Status.FAIL,
+            f.append(Finding(Status.FAIL,
                              f"the pod sees {out.gpu_count} GPU(s) but requested {want}", node=node, evidence=ev,
-                             kubectl=logs_cmd))
+                             kubectl=logs_cmd, check_id="PRB-003"))
         else:
-            f.append(Finding("PRB-003", Status.PASS, f"nvidia-smi lists {out.gpu_count} GPU(s): "
-                             + "; ".join(out.gpus[:4]), node=node, evidence=ev))
+            f.append(Finding(Status.PASS, f"nvidia-smi lists {out.gpu_count} GPU(s): "
+                             + "; ".join(out.gpus[:4]), node=node, evidence=ev, check_id="PRB-003"))
         cdi = cdi_expected(self.snap, self.settings)
         ev4 = {"NVIDIA_VISIBLE_DEVICES": out.visible_devices, "devices": out.devices, "cdi_expected": cdi}
         if out.gpu_count == 0:
-            f.append(Finding("PRB-004", Status.FAIL, "no GPU was injected into the probe container "
+            f.append(Finding(Status.FAIL, "no GPU was injected into the probe container "
                              "(no runtimeClassName was set, as for any ordinary workload)",
-                             node=node, evidence=ev4, kubectl=logs_cmd))
+                             node=node, evidence=ev4, kubectl=logs_cmd, check_id="PRB-004"))
         elif cdi and not out.injected_by_cdi:
-            f.append(Finding("PRB-004", Status.FAIL,
+            f.append(Finding(Status.FAIL,
                              f"CDI expected but NVIDIA_VISIBLE_DEVICES={out.visible_devices!s} (CDI injection "
                              "leaves 'void') — the GPU came by the legacy env-var path", node=node,
-                             evidence=ev4, kubectl=logs_cmd))
+                             evidence=ev4, kubectl=logs_cmd, check_id="PRB-004"))
         elif not out.has_device_nodes:
-            f.append(Finding("PRB-004", Status.FAIL, "no /dev/nvidiaN device node in the container", node=node,
-                             evidence=ev4, kubectl=logs_cmd))
+            f.append(Finding(Status.FAIL, "no /dev/nvidiaN device node in the container", node=node,
+                             evidence=ev4, kubectl=logs_cmd, check_id="PRB-004"))
         else:
             how = "CDI (NVIDIA_VISIBLE_DEVICES=void, /dev/nvidia* present)" if out.injected_by_cdi else \
                 f"the nvidia runtime (NVIDIA_VISIBLE_DEVICES={out.visible_devices})"
-            f.append(Finding("PRB-004", Status.PASS, f"GPU injected by {how} without runtimeClassName",
-                             node=node, evidence=ev4))
+            f.append(Finding(Status.PASS, f"GPU injected by {how} without runtimeClassName",
+                             node=node, evidence=ev4, check_id="PRB-004"))
         return f
 
     def _unschedulable_message(self, node: str, event: str) -> str:

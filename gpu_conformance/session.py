@@ -128,7 +128,7 @@ class ConformanceRun:
         if self.settings.no_probe:
             self.probe_run = ProbeRun(skipped="probe disabled (--no-probe): strictly read-only run")
             for c in catalogue.checks_for(Layer.PROBE):
-                self.findings.append(Finding(c.id, Status.NA, self.probe_run.skipped))
+                self.findings.append(Finding(Status.NA, self.probe_run.skipped, check_id=c.id))
             self._verdict = None
             return self.probe_run
         pre = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names,

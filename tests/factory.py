@@ -293,7 +293,7 @@ def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
     if gpu:
         labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
         labels[GPU_PRESENT_LABEL] = "true"
-        for key in ops.expected_deploy_labels(ctx.version, ctx.mig_capable):
+        for key in ops.expected_deploy_labels(ctx.v, ctx.mig_capable):
             labels[key] = "true"
         if ctx.driver == "pre-installed":
             labels[ops.DRIVER.deploy_label] = "pre-installed"
@@ -666,7 +666,7 @@ def healthy_snapshot(version: str = "v26.3.3", gpu_nodes: int = 3, cpu_nodes: in
 
 # ---- keeping derived state consistent ------------------------------------------------------------------
 _CACHED = ("active_clusterpolicy", "node_by_name", "gpu_nodes", "gpu_node_names", "_pods_by_owner_uid",
-           "pods_by_node", "runtimeclass_names")
+           "pods_by_node", "runtimeclass_names", "_facts")
 
 
 def refresh(snapshot: ClusterSnapshot) -> ClusterSnapshot:
@@ -920,6 +920,26 @@ def set_operator_version(snapshot: ClusterSnapshot, tag: str) -> None:
     assert dep is not None
     c = dep["spec"]["template"]["spec"]["containers"][0]
     c["image"] = c["image"].rsplit(":", 1)[0] + ":" + tag
+    refresh(snapshot)
+
+
+def pin_images_by_digest(snapshot: ClusterSnapshot) -> None:
+    """Every image as an OLM bundle pins it: repository@sha256:<digest>, no tag (the version is not in the image)."""
+    import hashlib
+
+    def pin(c: Obj) -> None:
+        repo = c["image"].split("@", 1)[0]
+        tail = repo.rsplit("/", 1)[-1]
+        if ":" in tail:
+            repo = repo[: len(repo) - len(tail)] + tail.split(":", 1)[0]
+        c["image"] = f"{repo}@sha256:{hashlib.sha256(c['image'].encode()).hexdigest()}"
+
+    for obj in snapshot.deployments + snapshot.daemonsets + snapshot.pods + snapshot.operator_pods:
+        spec = obj.get("spec", {})
+        spec = spec.get("template", {}).get("spec", spec)
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            pin(c)
+    refresh(snapshot)
 
 
 def drop_runtimeclass(snapshot: ClusterSnapshot, name: str) -> None:

@@ -88,7 +88,8 @@ def finding(check_id: str, status: Status, message: str, node: str | None = None
             evidence: dict[str, Any] | None = None) -> Finding:
     """A finding completed with the check's hint and kubectl, as Check._complete does for real checks."""
     c = _BY_ID[check_id]
-    return Finding(check_id, status, message, node, evidence or {}, c.hint, c.render_kubectl(NAMESPACE, node))
+    return Finding(status, message, node, evidence or {}, c.hint, c.render_kubectl(NAMESPACE, node),
+                   check_id=check_id)
 
 
 def pod_name(prefix: str, node: str) -> str:

@@ -11,6 +11,7 @@ from factory import (
     drop_label,
     drop_runtimeclass,
     healthy_snapshot,
+    pin_images_by_digest,
     pod_for,
     remove_pods,
     set_env,
@@ -293,9 +294,14 @@ def test_cdi_default_follows_operator_version_when_field_absent():
     snap = healthy_snapshot("v25.3.4")
     set_policy(snap, "cdi.enabled", None)
     assert "default false" in cluster("DPL-007", snap).message
-    set_operator_version(snap, "main-latest")  # unknown tag: newest behaviour, CDI on by default
+    set_operator_version(snap, "main-latest")  # no release tag: the validator image still names v25.3.4
+    assert "default false for operator v25.3.4" in cluster("DPL-007", snap).message
+    pin_images_by_digest(snap)  # OLM: no tag anywhere, the version is unknown
     f = cluster("DPL-007", snap)
-    assert f.status == Status.FAIL and "envvar" in f.message
+    assert f.status == Status.PASS and "operator version unknown" in f.message
+    set_env(snap, PLUGIN, "nvidia-device-plugin", "DEVICE_LIST_STRATEGY", "cdi-annotations,cdi-cri")
+    f = cluster("DPL-007", snap)  # either rendering of a supported version is accepted
+    assert f.status == Status.PASS, f.message
 
 
 def test_overridden_strategy_warns():

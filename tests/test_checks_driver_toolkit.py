@@ -11,6 +11,7 @@ from factory import (
     fail_pod,
     healthy_snapshot,
     pod_for,
+    refresh,
     remove_pods,
     set_label,
     set_policy,
@@ -97,6 +98,7 @@ def test_driver_crd_mode_without_cr_fails():
     assert f.status == Status.FAIL and "no NVIDIADriver CR exists" in f.message
     assert on("DRV-002", snap).status == Status.FAIL
     snap.crds.discard("nvidiadrivers.nvidia.com")
+    refresh(snap)
     assert "is not installed" in on("DRV-001", snap).message
 
 

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from factory import crash_container, healthy_snapshot, pod_for, refresh, remove_daemonset, set_policy
+from factory import (
+    crash_container,
+    healthy_snapshot,
+    pin_images_by_digest,
+    pod_for,
+    refresh,
+    remove_daemonset,
+    set_operator_version,
+    set_policy,
+)
 
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
@@ -107,11 +116,42 @@ def test_operator_crashloop_fails() -> None:
     assert f.status == Status.FAIL and "CrashLoopBackOff" in f.message and "7" in f.message
 
 
-def test_untagged_operator_image_warns() -> None:
-    snap = healthy_snapshot()
+def test_untagged_operator_image_reads_version_elsewhere() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    set_operator_version(snap, "main-latest")
+    (f,) = run("OPR-005", snap)
+    assert f.status == Status.PASS and "v25.3.4" in f.message and "validator image" in f.message
+
+
+def test_version_pinned_by_digest_everywhere_warns_and_fails_nothing() -> None:
+    snap = healthy_snapshot("v25.10.1")
+    pin_images_by_digest(snap)
+    (f,) = run("OPR-005", snap)
+    assert f.status == Status.WARN and "version unknown" in f.message
+    # A healthy OLM-style cluster: no check may fail for want of a version (LBL-001 must not demand v26.7's label).
+    assert not [g for c in REGISTRY.values() if c.func for g in c.run(snap, Settings()) if g.status == Status.FAIL]
+
+
+def test_version_from_olm_csv() -> None:
+    snap = healthy_snapshot("v25.10.1")
+    pin_images_by_digest(snap)
+    snap.csvs = [{"metadata": {"name": "gpu-operator-certified.v25.10.1", "namespace": "gpu-operator"},
+                  "spec": {"version": "25.10.1"}}]
+    refresh(snap)
+    (f,) = run("OPR-005", snap)
+    assert f.status == Status.PASS and "v25.10.1" in f.message and "ClusterServiceVersion" in f.message
+
+
+def test_pre_conditions_version_noted() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    set_operator_version(snap, "v23.6.2")
+    pin_images_by_digest(snap)
     dep = snap.deployment("gpu-operator")
-    dep["spec"]["template"]["spec"]["containers"][0]["image"] = "nvcr.io/nvidia/gpu-operator@sha256:abc"
-    assert run("OPR-005", snap)[0].status == Status.WARN
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    c["image"] = "nvcr.io/nvidia/gpu-operator:v23.6.2"
+    refresh(snap)
+    (f,) = run("OPR-005", snap)
+    assert f.status == Status.PASS and "no ClusterPolicy status conditions before v23.9" in f.message
 
 
 def test_deleted_toolkit_daemonset_fails() -> None:

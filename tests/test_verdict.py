@@ -15,11 +15,11 @@ NODES = ["n1", "n2"]
 
 
 def per_node(status_by: dict[tuple[str, str], Status]) -> list[Finding]:
-    out = [Finding("OPR-X", Status.PASS, "ok")]
+    out = [Finding(Status.PASS, "ok", check_id="OPR-X")]
     for cid in ("DRV-X", "DPL-X", "PRB-X"):
         for n in NODES:
             s = status_by.get((cid, n), Status.PASS)
-            out.append(Finding(cid, s, f"{cid} {s} on {n}", node=n))
+            out.append(Finding(s, f"{cid} {s} on {n}", node=n, check_id=cid))
     return out
 
 
@@ -53,8 +53,8 @@ def test_later_failure_on_another_node_still_fails_its_check() -> None:
 
 
 def test_cluster_wide_failure_blocks_everything_with_one_message() -> None:
-    findings = [Finding("OPR-X", Status.FAIL, "operator scaled to 0")] + per_node({})[1:]
-    findings.append(Finding("DPL-X", Status.FAIL, "RuntimeClass nvidia missing"))
+    findings = [Finding(Status.FAIL, "operator scaled to 0", check_id="OPR-X")] + per_node({})[1:]
+    findings.append(Finding(Status.FAIL, "RuntimeClass nvidia missing", check_id="DPL-X"))
     v = decide(CHECKS, findings, NODES)
     assert v.cluster_blocker and v.cluster_blocker.message == "operator scaled to 0"
     assert all(n.root_cause and n.root_cause.layer == Layer.OPERATOR for n in v.nodes)
@@ -75,8 +75,8 @@ def test_warn_does_not_fail_and_missing_probe_layer_is_incomplete() -> None:
 
 def test_transient_pause_blocks_later_layers_without_failing() -> None:
     findings = per_node({("DPL-X", "n1"): Status.FAIL, ("PRB-X", "n1"): Status.FAIL})
-    findings.append(Finding("DRV-X", Status.WARN, "paused for driver upgrade", node="n1",
-                            evidence={"transient": True}))
+    findings.append(Finding(Status.WARN, "paused for driver upgrade", node="n1",
+                            evidence={"transient": True}, check_id="DRV-X"))
     findings = [f for f in findings if not (f.check_id == "DRV-X" and f.node == "n1" and f.status == Status.PASS)]
     v = decide(CHECKS, findings, NODES)
     n1 = v.nodes[0]

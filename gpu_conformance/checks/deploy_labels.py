@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from gpu_conformance.checks.common import enabled_operands, operator_version
+from gpu_conformance import versions
+from gpu_conformance.checks.common import enabled_operands
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.facts import facts
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (
     DEPLOY_PREFIX,
@@ -32,7 +34,7 @@ def _mig_capable(labels: dict[str, str]) -> bool:
        kubectl="kubectl get node {node} -o json | grep -o 'nvidia.com/gpu.deploy[^,]*'",
        detects="deploy labels missing (operator not labelling, operands=false); opt-outs and pauses reported")
 def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    version = operator_version(snap)
+    version = facts(snap).operator.parsed
     enabled_labels = {o.deploy_label: o for o in enabled_operands(snap)}
     findings = []
     for node in snap.gpu_nodes:
@@ -46,32 +48,32 @@ def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Fin
                if v not in (None, "", "true", "false") and "paused-for-" not in v
                and not (k == DRIVER.deploy_label and v == "pre-installed")]
         ev = {"labels": {k.removeprefix(DEPLOY_PREFIX): v for k, v in values.items()},
-              "expected_for_version": version or "newest"}
+              "expected_for_version": versions.text(version)}
         if labels.get(DEPLOY_PREFIX + "operands") == "false":
-            findings.append(Finding("LBL-001", Status.FAIL,
+            findings.append(Finding(Status.FAIL,
                                     "nvidia.com/gpu.deploy.operands=false: the node is opted out of every GPU "
                                     "operand, so it cannot give pods a GPU", node=n, evidence=ev))
         elif missing:
             short = ", ".join(k.removeprefix(DEPLOY_PREFIX) for k in missing)
-            findings.append(Finding("LBL-001", Status.FAIL, f"deploy labels missing: {short}", node=n, evidence=ev))
+            findings.append(Finding(Status.FAIL, f"deploy labels missing: {short}", node=n, evidence=ev))
         elif odd:
-            findings.append(Finding("LBL-001", Status.FAIL, f"unexpected deploy label values: {', '.join(odd)}",
+            findings.append(Finding(Status.FAIL, f"unexpected deploy label values: {', '.join(odd)}",
                                     node=n, evidence=ev))
         elif paused:
             upgrade = labels.get(UPGRADE_STATE_LABEL)
-            findings.append(Finding("LBL-001", Status.WARN,
+            findings.append(Finding(Status.WARN,
                                     "transient: " + ", ".join(p.removeprefix(DEPLOY_PREFIX) for p in paused)
                                     + (f" (driver upgrade state {upgrade})" if upgrade else ""),
                                     node=n, evidence={**ev, UPGRADE_STATE_LABEL: upgrade, "transient": True}))
         elif opted_out:
             short = ", ".join(k.removeprefix(DEPLOY_PREFIX) for k in opted_out)
-            findings.append(Finding("LBL-001", Status.WARN,
+            findings.append(Finding(Status.WARN,
                                     f"opted out on this node although the ClusterPolicy enables it: {short}=false",
                                     node=n, evidence=ev))
         else:
             extra = " (driver=pre-installed: host driver detected)" if values.get(DRIVER.deploy_label) == \
                 "pre-installed" else ""
-            findings.append(Finding("LBL-001", Status.PASS, f"{len(expected)} deploy labels set{extra}",
+            findings.append(Finding(Status.PASS, f"{len(expected)} deploy labels set{extra}",
                                     node=n, evidence=ev))
     return findings
 
@@ -107,8 +109,8 @@ def daemonsets_match_labels(snap: ClusterSnapshot, settings: Settings) -> list[F
     findings = []
     for n in snap.gpu_node_names:
         if n in problems:
-            findings.append(Finding("LBL-002", Status.FAIL, "; ".join(problems[n]), node=n,
+            findings.append(Finding(Status.FAIL, "; ".join(problems[n]), node=n,
                                     evidence={"mismatches": problems[n]}))
         else:
-            findings.append(Finding("LBL-002", Status.PASS, "operand pods match the deploy labels", node=n))
+            findings.append(Finding(Status.PASS, "operand pods match the deploy labels", node=n))
     return findings

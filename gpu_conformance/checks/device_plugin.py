@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_conformance import operands as ops
+from gpu_conformance import versions
 from gpu_conformance.checks.common import operator_version
-from gpu_conformance.checks.driver_toolkit import (
+from gpu_conformance.checks.driver_toolkit import stage_message, validator_chain
+from gpu_conformance.checks.pods import (
     PodProblem,
     app_pod,
     label_gate,
@@ -21,15 +23,13 @@ from gpu_conformance.checks.driver_toolkit import (
     namespace,
     node_labels,
     operand_pod_findings,
-    operator_version_tuple,
     pod_problem,
-    stage_message,
-    validator_chain,
     with_log,
 )
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text, stuck_init_container
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.facts import facts
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.settings import Settings
 
@@ -39,7 +39,6 @@ GPU = "nvidia.com/gpu"
 GPU_SHARED = "nvidia.com/gpu.shared"
 MIG_PREFIX = "nvidia.com/mig-"
 DP_CONTAINER = "nvidia-device-plugin"
-CDI_DEFAULT_FROM = (25, 10, 0)   # spec.cdi.enabled kubebuilder default true from here, false before
 GFD_REQUIRED = (("nvidia.com/gpu.product",), ("nvidia.com/gpu.count",), ("nvidia.com/gpu.memory",),
                 ("nvidia.com/cuda.driver-version.full", "nvidia.com/cuda.driver-version.major",
                  "nvidia.com/cuda.driver.major"))
@@ -72,13 +71,29 @@ def _cap_alloc(node: Obj, resource: str) -> tuple[str | None, str | None]:
     return (st.get("capacity") or {}).get(resource), (st.get("allocatable") or {}).get(resource)
 
 
-def cdi_policy(snapshot: ClusterSnapshot) -> tuple[bool, str]:
-    """CDI on/off per the ClusterPolicy, with where that came from (the field, or the version's default)."""
+def cdi_policy(snapshot: ClusterSnapshot) -> tuple[bool | None, str]:
+    """CDI on/off per the ClusterPolicy, with where that came from (the field, or the version's default).
+
+    None when the field is unset and the operator version unknown: both answers are then acceptable.
+    """
     value = snapshot.policy_spec("cdi", "enabled")
     if value is not None:
         return bool(value), f"spec.cdi.enabled={str(bool(value)).lower()}"
-    on = operator_version_tuple(snapshot) >= CDI_DEFAULT_FROM
-    return on, f"spec.cdi.enabled unset (default {str(on).lower()} for operator {operator_version(snapshot) or '?'})"
+    version = facts(snapshot).operator.parsed
+    on = versions.since(versions.CDI_DEFAULT_ON, version)
+    if on is None:
+        return None, "spec.cdi.enabled unset and operator version unknown"
+    return on, f"spec.cdi.enabled unset (default {str(on).lower()} for operator {versions.text(version)})"
+
+
+def effective_cdi(snapshot: ClusterSnapshot) -> tuple[bool, str]:
+    """cdi_policy, with an undecidable policy settled by what the device plugin actually does."""
+    on, source = cdi_policy(snapshot)
+    if on is not None:
+        return on, source
+    env = device_plugin_env(snapshot)
+    plugin = strategy_uses_cdi(env.get("DEVICE_LIST_STRATEGY", "envvar")) if env is not None else False
+    return plugin, f"{source}; the device plugin's DEVICE_LIST_STRATEGY says {'on' if plugin else 'off'}"
 
 
 def nri_mode(snapshot: ClusterSnapshot) -> bool:
@@ -95,10 +110,14 @@ def device_plugin_env(snapshot: ClusterSnapshot) -> dict[str, str] | None:
     return {e.get("name", ""): str(e.get("value", "")) for e in ctr.get("env") or [] if "value" in e}
 
 
-def expected_list_strategy(version: tuple[int, int, int], cdi: bool) -> str:
+def expected_list_strategy(version: versions.Version | None, cdi: bool) -> str | None:
+    """What the operator renders into DEVICE_LIST_STRATEGY; None when the version is unknown (either is fine)."""
     if not cdi:
         return "envvar"
-    return "cdi-annotations,cdi-cri" if version >= CDI_DEFAULT_FROM else "envvar,cdi-annotations"
+    new = versions.since(versions.CDI_DEFAULT_ON, version)
+    if new is None:
+        return None
+    return "cdi-annotations,cdi-cri" if new else "envvar,cdi-annotations"
 
 
 def strategy_uses_cdi(strategy: str) -> bool:
@@ -134,7 +153,7 @@ def device_plugin_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[F
     disabled = None if _dp_enabled(snapshot) else (
         "ClusterPolicy spec.devicePlugin.enabled=false — no operator device plugin; GPUs must be advertised by "
         "another plugin")
-    return operand_pod_findings("DPL-001", snapshot, settings, ops.DEVICE_PLUGIN, "device plugin pod",
+    return operand_pod_findings(snapshot, settings, ops.DEVICE_PLUGIN, "device plugin pod",
                                 "device plugin", disabled, "spec.devicePlugin.enabled", explain)
 
 
@@ -161,10 +180,10 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> li
         if good:
             shown = ", ".join(f"{r} capacity {quantities[r]['capacity']}, allocatable {quantities[r]['allocatable']}"
                               for r in good)
-            out.append(Finding("DPL-002", Status.PASS, f"{node} advertises {shown}", node=node, evidence=ev))
+            out.append(Finding(Status.PASS, f"{node} advertises {shown}", node=node, evidence=ev))
             continue
         if not _dp_enabled(snapshot):
-            out.append(Finding("DPL-002", Status.NA, "no GPU resource advertised, and the operator's device "
+            out.append(Finding(Status.NA, "no GPU resource advertised, and the operator's device "
                                "plugin is disabled (spec.devicePlugin.enabled=false)", node=node, evidence=ev))
             continue
         if resources:
@@ -178,7 +197,7 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> li
         present = node_labels(snapshot, node).get("nvidia.com/gpu.present")
         msg = (f"{node} advertises no usable GPU: {shown} (expected {_expected_resource(snapshot)} > 0) — {why}; "
                f"nvidia.com/gpu.present={present} only means the hardware was detected")
-        out.append(Finding("DPL-002", Status.FAIL, msg, node=node, evidence=ev,
+        out.append(Finding(Status.FAIL, msg, node=node, evidence=ev,
                            kubectl=f"kubectl describe node {node}"))
     return out
 
@@ -196,7 +215,7 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -
         n = snapshot.node_by_name[node]
         resources = [r for r in gpu_resources(n) if _qty(_cap_alloc(n, r)[0]) > 0]
         if not resources:
-            out.append(Finding("DPL-003", Status.NA, "no GPU resource in capacity (see DPL-002)", node=node))
+            out.append(Finding(Status.NA, "no GPU resource in capacity (see DPL-002)", node=node))
             continue
         short = []
         for r in resources:
@@ -209,11 +228,11 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -
         if short:
             parts = [f"{r} allocatable {a} < capacity {c}: {c - a} of {c} devices unhealthy" for r, c, a in short]
             pod = app_pod(snapshot, ops.DEVICE_PLUGIN.app, node)
-            out.append(Finding("DPL-003", Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds "
+            out.append(Finding(Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds "
                                "devices the device plugin reports unhealthy)", node=node, evidence=ev,
                                kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}"))
         else:
-            out.append(Finding("DPL-003", Status.PASS, f"allocatable equals capacity for "
+            out.append(Finding(Status.PASS, f"allocatable equals capacity for "
                                f"{', '.join(resources)}", node=node, evidence=ev))
     return out
 
@@ -231,7 +250,7 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
         labels = node_labels(snapshot, node)
         cap = n.get("status", {}).get("capacity") or {}
         if not _gfd_enabled(snapshot):
-            out.append(Finding("DPL-004", Status.NA, "GFD disabled (spec.gfd.enabled=false), no "
+            out.append(Finding(Status.NA, "GFD disabled (spec.gfd.enabled=false), no "
                                "nvidia.com/gpu.count to compare with", node=node))
             continue
         mig_counts = {k[: -len(".count")]: v for k, v in labels.items()
@@ -245,10 +264,10 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
             pairs = [(res, count * replicas, cap.get(res))]
             basis = f"nvidia.com/gpu.count={count} × nvidia.com/gpu.replicas={replicas}"
         else:
-            out.append(Finding("DPL-004", Status.NA, "no GFD count label (see DPL-005)", node=node))
+            out.append(Finding(Status.NA, "no GFD count label (see DPL-005)", node=node))
             continue
         if all(observed is None for _, _, observed in pairs):
-            out.append(Finding("DPL-004", Status.NA, "no GPU resource in capacity to compare (see DPL-002)",
+            out.append(Finding(Status.NA, "no GPU resource in capacity to compare (see DPL-002)",
                                node=node))
             continue
         bad = [(r, e, o) for r, e, o in pairs if _qty(o) != e]
@@ -256,11 +275,11 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
               "expected": {r: str(e) for r, e, _ in pairs}, "basis": basis}
         if bad:
             parts = [f"capacity {r}={o if o is not None else 'absent'} but GFD expects {e}" for r, e, o in bad]
-            out.append(Finding("DPL-004", Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device "
+            out.append(Finding(Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device "
                                "plugin does not advertise every GPU GFD sees", node=node, evidence=ev))
         else:
             shown = ", ".join(f"{r}={o}" for r, _, o in pairs)
-            out.append(Finding("DPL-004", Status.PASS, f"capacity {shown} matches GFD ({basis})", node=node,
+            out.append(Finding(Status.PASS, f"capacity {shown} matches GFD ({basis})", node=node,
                                evidence=ev))
     return out
 
@@ -277,9 +296,9 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
     out = []
     for node in snapshot.gpu_node_names:
         if not _gfd_enabled(snapshot):
-            out.append(Finding("DPL-005", Status.NA, "GFD disabled (spec.gfd.enabled=false)", node=node))
+            out.append(Finding(Status.NA, "GFD disabled (spec.gfd.enabled=false)", node=node))
             continue
-        gate = label_gate("DPL-005", snapshot, node, ops.GFD)
+        gate = label_gate(snapshot, node, ops.GFD)
         if gate is not None:
             out.append(gate)
             continue
@@ -289,7 +308,7 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
             a: labels.get(a) for alts in GFD_REQUIRED for a in alts[:1]}, "expected": [a[0] for a in GFD_REQUIRED]}
         if not missing:
             cuda = next(labels[a] for a in GFD_REQUIRED[3] if a in labels)
-            out.append(Finding("DPL-005", Status.PASS, f"GFD labels present ({labels['nvidia.com/gpu.product']}"
+            out.append(Finding(Status.PASS, f"GFD labels present ({labels['nvidia.com/gpu.product']}"
                                f" × {labels['nvidia.com/gpu.count']}, {labels['nvidia.com/gpu.memory']} MiB, "
                                f"driver {cuda})", node=node, evidence=ev))
             continue
@@ -305,7 +324,7 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
                      "(nfd-master extraLabelNs / NodeFeature API)")
             cmd = logs_cmd(ns, pod, "gpu-feature-discovery")
         ev["gfd_pod"] = state
-        out.append(Finding("DPL-005", Status.FAIL, f"{node} lacks GFD labels {', '.join(missing)}: {state}",
+        out.append(Finding(Status.FAIL, f"{node} lacks GFD labels {', '.join(missing)}: {state}",
                            node=node, evidence=ev, kubectl=cmd))
     return out
 
@@ -320,16 +339,16 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
     out = []
     for node in snapshot.gpu_node_names:
         if not _dp_enabled(snapshot):
-            out.append(Finding("DPL-006", Status.NA, "plugin-validation is removed from the validator when "
+            out.append(Finding(Status.NA, "plugin-validation is removed from the validator when "
                                "spec.devicePlugin.enabled=false", node=node))
             continue
-        gate = label_gate("DPL-006", snapshot, node, ops.VALIDATOR)
+        gate = label_gate(snapshot, node, ops.VALIDATOR)
         if gate is not None:
             out.append(gate)
             continue
         pod = app_pod(snapshot, ops.VALIDATOR.app, node)
         if pod is None:
-            out.append(Finding("DPL-006", Status.NA, "no validator pod (see DRV-004)", node=node))
+            out.append(Finding(Status.NA, "no validator pod (see DRV-004)", node=node))
             continue
         chain = validator_chain(pod)
         stuck = stuck_init_container(pod)
@@ -337,16 +356,16 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
                               "[plugin-validation]", "expected": "completed", "status": pod_status_text(pod)}
         if "plugin-validation" not in chain:
             ev["observed"] = "absent"
-            out.append(Finding("DPL-006", Status.WARN, f"validator {name_of(pod)} has no plugin-validation "
+            out.append(Finding(Status.WARN, f"validator {name_of(pod)} has no plugin-validation "
                                "although the device plugin is enabled, so GPU advertisement is not validated",
                                node=node, evidence=ev))
         elif stuck is None:
             ev["observed"] = "completed"
-            out.append(Finding("DPL-006", Status.PASS, f"validator {name_of(pod)} completed "
+            out.append(Finding(Status.PASS, f"validator {name_of(pod)} completed "
                                "plugin-validation", node=node, evidence=ev))
         elif stuck["name"] != "plugin-validation":
             ev["observed"] = f"not reached (stuck in {stuck['name']})"
-            out.append(Finding("DPL-006", Status.NA, f"plugin-validation not reached — validator stuck "
+            out.append(Finding(Status.NA, f"plugin-validation not reached — validator stuck "
                                f"earlier in {stuck['name']} (see DRV-004)", node=node, evidence=ev))
         else:
             log = snapshot.logs.get((name_of(pod), "plugin-validation")) or ""
@@ -355,7 +374,7 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
                        "restarts": stuck["restarts"]})
             if log:
                 ev["log"] = log
-            out.append(Finding("DPL-006", Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log),
+            out.append(Finding(Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log),
                                node=node, evidence=ev,
                                kubectl=logs_cmd(ns, pod, "plugin-validation",
                                                 previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))
@@ -372,9 +391,9 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
                "no GPU)")
 def cdi_mode(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
-    version = operator_version_tuple(snapshot)
-    vtext = operator_version(snapshot) or "unknown (newest behaviour assumed)"
-    policy_cdi, source = cdi_policy(snapshot)
+    version = facts(snapshot).operator.parsed
+    vtext = operator_version(snapshot) or "unknown (what every supported version renders is accepted)"
+    policy_cdi, source = effective_cdi(snapshot)
     env = device_plugin_env(snapshot)
     strategy = None if env is None else env.get("DEVICE_LIST_STRATEGY", "envvar")
     plugin_cdi = None if strategy is None else strategy_uses_cdi(strategy)
@@ -389,7 +408,7 @@ def cdi_mode(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
               "and runc ignores NVIDIA_VISIBLE_DEVICES")
 
     def fail(msg: str) -> list[Finding]:
-        return [Finding("DPL-007", Status.FAIL, msg, evidence=ev, kubectl=cmd)]
+        return [Finding(Status.FAIL, msg, evidence=ev, kubectl=cmd)]
 
     if settings.expect_cdi == "yes" and not policy_cdi:
         return fail(f"CDI expected (--expect-cdi=yes) but the ClusterPolicy has it off ({source}); operator {vtext}")
@@ -401,7 +420,8 @@ def cdi_mode(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
                     "GPUs are injected by the runtime's CDI support (containerd ≥ 1.7 enable_cdi), not by the "
                     "nvidia runtime")
     if plugin_cdi is not None and policy_cdi and not plugin_cdi:
-        tail = no_gpu if version >= CDI_DEFAULT_FROM else "so GPUs are not handed out as CDI devices"
+        tail = (no_gpu if versions.since(versions.CDI_DEFAULT_ON, version) is not False
+                else "so GPUs are not handed out as CDI devices")
         return fail(f"ClusterPolicy enables CDI ({source}) but the device plugin is on envvar "
                     f"(DEVICE_LIST_STRATEGY={strategy}), {tail}")
     if plugin_cdi and not policy_cdi:
@@ -410,13 +430,13 @@ def cdi_mode(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
                     "to start or get no GPU")
     mode = "on" if policy_cdi else "off"
     if strategy is None:
-        return [Finding("DPL-007", Status.PASS, f"CDI {mode} ({source}); no device plugin DaemonSet to compare",
+        return [Finding(Status.PASS, f"CDI {mode} ({source}); no device plugin DaemonSet to compare",
                         evidence=ev)]
-    if strategy.replace(" ", "") != expected_strategy:
-        return [Finding("DPL-007", Status.WARN, f"CDI {mode} ({source}) and the device plugin agree, but "
+    if expected_strategy is not None and strategy.replace(" ", "") != expected_strategy:
+        return [Finding(Status.WARN, f"CDI {mode} ({source}) and the device plugin agree, but "
                         f"DEVICE_LIST_STRATEGY={strategy} differs from what operator {vtext} renders "
                         f"({expected_strategy}); overridden in devicePlugin.env?", evidence=ev, kubectl=cmd)]
-    return [Finding("DPL-007", Status.PASS, f"CDI {mode} ({source}); device plugin DEVICE_LIST_STRATEGY={strategy} "
+    return [Finding(Status.PASS, f"CDI {mode} ({source}); device plugin DEVICE_LIST_STRATEGY={strategy} "
                     f"as operator {vtext} renders it", evidence=ev)]
 
 
@@ -434,11 +454,11 @@ def runtimeclasses(snapshot: ClusterSnapshot, settings: Settings) -> list[Findin
         ev = {"object": "RuntimeClass", "field": "names", "observed": nvidia_like, "expected": [],
               "mode": "NRI plugin (spec.cdi.nriPluginEnabled=true)"}
         if nvidia_like:
-            return [Finding("DPL-008", Status.WARN, f"NRI plugin mode creates no RuntimeClasses, but "
+            return [Finding(Status.WARN, f"NRI plugin mode creates no RuntimeClasses, but "
                             f"{', '.join(nvidia_like)} exist (left over; operands no longer use them)", evidence=ev)]
-        return [Finding("DPL-008", Status.PASS, "NRI plugin mode: no RuntimeClasses expected, none present",
+        return [Finding(Status.PASS, "NRI plugin mode: no RuntimeClasses expected, none present",
                         evidence=ev)]
-    cdi, source = cdi_policy(snapshot)
+    cdi, source = effective_cdi(snapshot)
     main = snapshot.policy_spec("operator", "runtimeClass") or "nvidia"
     expected = [main] + (["nvidia-cdi", "nvidia-legacy"] if cdi else [])
     ev = {"object": "RuntimeClass", "field": "metadata.name / handler", "observed": present,
@@ -454,12 +474,12 @@ def runtimeclasses(snapshot: ClusterSnapshot, settings: Settings) -> list[Findin
                                    "toolkit writes)" for n in wrong))
         why = (f"operand pods with runtimeClassName {main} cannot start" if main in missing
                else "the operator creates these when CDI is on")
-        return [Finding("DPL-008", Status.FAIL, f"{'; '.join(parts)} (CDI {'on' if cdi else 'off'}: expected "
+        return [Finding(Status.FAIL, f"{'; '.join(parts)} (CDI {'on' if cdi else 'off'}: expected "
                         f"{', '.join(expected)}; found {', '.join(sorted(present)) or 'none'}): {why}", evidence=ev)]
     leftover = [n for n in ("nvidia-cdi", "nvidia-legacy") if n in present and n not in expected]
     if leftover:
-        return [Finding("DPL-008", Status.WARN, f"RuntimeClass {', '.join(leftover)} exist although CDI is off "
+        return [Finding(Status.WARN, f"RuntimeClass {', '.join(leftover)} exist although CDI is off "
                         f"({source}); the operator deletes them, so they are left over", evidence=ev)]
-    return [Finding("DPL-008", Status.PASS, f"RuntimeClasses {', '.join(expected)} present (CDI "
+    return [Finding(Status.PASS, f"RuntimeClasses {', '.join(expected)} present (CDI "
                     f"{'on' if cdi else 'off'})", evidence=ev)]
 

@@ -37,11 +37,11 @@ def gpu_nodes_exist(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     n = len(snap.gpu_nodes)
     if n == 0:
         sel = f" matching --gpu-node-selector {snap.gpu_node_selector!r}" if snap.gpu_node_selector else ""
-        return [cluster_finding("NFD-001", Status.FAIL,
+        return [cluster_finding(Status.FAIL,
                                 f"no GPU node found{sel}: no node has an NFD NVIDIA PCI label or "
                                 f"{GPU_PRESENT_LABEL}; {len(snap.nodes)} nodes in the cluster",
                                 labels=list(NFD_GPU_LABELS), nodes_total=len(snap.nodes))]
-    return [cluster_finding("NFD-001", Status.PASS, f"{n} GPU node(s) of {len(snap.nodes)}",
+    return [cluster_finding(Status.PASS, f"{n} GPU node(s) of {len(snap.nodes)}",
                             gpu_nodes=snap.gpu_node_names[:50])]
 
 
@@ -53,27 +53,27 @@ def gpu_nodes_exist(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
 def nfd_pods_running(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if not snap.nfd_pods:
         # NFD may be installed separately under other labels; the PCI labels are what matters (NFD-003).
-        return [cluster_finding("NFD-002", Status.NA,
+        return [cluster_finding(Status.NA,
                                 "no NFD pods labelled app.kubernetes.io/name=node-feature-discovery "
                                 "(NFD not deployed by the operator chart); judging by node labels only")]
     findings: list[Finding] = []
     masters = [p for p in snap.nfd_pods if _role(p) == "master"]
     if masters and not any(pod_ready(p) for p in masters):
         states = ", ".join(f"{name_of(p)} {pod_status_text(p)}" for p in masters)
-        findings.append(cluster_finding("NFD-002", Status.FAIL, f"NFD master not ready: {states}",
+        findings.append(cluster_finding(Status.FAIL, f"NFD master not ready: {states}",
                                         pods=[name_of(p) for p in masters]))
     workers = [p for p in snap.nfd_pods if _role(p) == "worker"]
     by_node = {p.get("spec", {}).get("nodeName"): p for p in workers}
     for n in snap.gpu_node_names:
         w = by_node.get(n)
         if w is None:
-            findings.append(Finding("NFD-002", Status.FAIL, "no NFD worker pod on this node", node=n,
+            findings.append(Finding(Status.FAIL, "no NFD worker pod on this node", node=n,
                                     evidence={"observed": "no nfd-worker pod", "expected": "one Ready nfd-worker"}))
         elif not pod_ready(w):
-            findings.append(Finding("NFD-002", Status.FAIL, f"NFD worker {name_of(w)} is {pod_status_text(w)}",
+            findings.append(Finding(Status.FAIL, f"NFD worker {name_of(w)} is {pod_status_text(w)}",
                                     node=n, evidence={"pod": name_of(w), "status": pod_status_text(w)}))
         else:
-            findings.append(Finding("NFD-002", Status.PASS, f"NFD worker {name_of(w)} ready", node=n))
+            findings.append(Finding(Status.PASS, f"NFD worker {name_of(w)} ready", node=n))
     return findings
 
 
@@ -91,18 +91,18 @@ def nfd_labels_consistent(snap: ClusterSnapshot, settings: Settings) -> list[Fin
         nfd_found = [k for k in NFD_GPU_LABELS if labels.get(k) == "true"]
         ev = {"nfd_labels": nfd_found, GPU_PRESENT_LABEL: present}
         if nfd and present == "true":
-            findings.append(Finding("NFD-003", Status.PASS, f"{nfd_found[0].split('/')[-1]} and gpu.present=true",
+            findings.append(Finding(Status.PASS, f"{nfd_found[0].split('/')[-1]} and gpu.present=true",
                                     node=n, evidence=ev))
         elif nfd:
-            findings.append(Finding("NFD-003", Status.FAIL,
+            findings.append(Finding(Status.FAIL,
                                     f"NFD found an NVIDIA GPU but {GPU_PRESENT_LABEL}={present or '<absent>'}: "
                                     "the operator has not labelled this node (is it running?)", node=n, evidence=ev))
         elif present == "false":
-            findings.append(Finding("NFD-003", Status.FAIL,
+            findings.append(Finding(Status.FAIL,
                                     f"{GPU_PRESENT_LABEL}=false and no NFD NVIDIA PCI label: NFD stopped labelling "
                                     "this GPU node, so the operator withdrew its operands", node=n, evidence=ev))
         else:
-            findings.append(Finding("NFD-003", Status.FAIL,
+            findings.append(Finding(Status.FAIL,
                                     f"GPU evidence ({GPU_PRESENT_LABEL}={present or '<absent>'}, GFD labels or GPU "
                                     "capacity) but no NFD NVIDIA PCI label: set by hand, or NFD is not labelling",
                                     node=n, evidence=ev))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from gpu_conformance import versions
 from gpu_conformance.checks.common import (
     cluster_finding,
     enabled_operands,
     operator_deployment,
     operator_image,
-    operator_version,
 )
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import (
@@ -18,6 +18,7 @@ from gpu_conformance.cluster.podstate import (
     stuck_init_container,
 )
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.facts import facts
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (
     CLUSTERPOLICY_CRD,
@@ -45,8 +46,8 @@ GATES = ("toolkit-validation", "driver-validation")
        detects="operator not installed, or its CRD deleted")
 def clusterpolicy_crd(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if CLUSTERPOLICY_CRD in snap.crds:
-        return [cluster_finding("OPR-001", Status.PASS, f"CRD {CLUSTERPOLICY_CRD} is served")]
-    return [cluster_finding("OPR-001", Status.FAIL,
+        return [cluster_finding(Status.PASS, f"CRD {CLUSTERPOLICY_CRD} is served")]
+    return [cluster_finding(Status.FAIL,
                             f"CRD {CLUSTERPOLICY_CRD} does not exist: the GPU Operator is not installed",
                             object=f"customresourcedefinition/{CLUSTERPOLICY_CRD}", observed="absent",
                             expected="present")]
@@ -60,15 +61,15 @@ def clusterpolicy_crd(snap: ClusterSnapshot, settings: Settings) -> list[Finding
 def one_clusterpolicy(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     cps = snap.clusterpolicies
     if not cps:
-        return [cluster_finding("OPR-002", Status.FAIL, "no ClusterPolicy exists: the operator deploys nothing",
+        return [cluster_finding(Status.FAIL, "no ClusterPolicy exists: the operator deploys nothing",
                                 object="clusterpolicies.nvidia.com", observed=0, expected=1)]
     active = [cp for cp in cps if cp.get("status", {}).get("state") != "ignored"]
     if len(active) > 1:
-        return [cluster_finding("OPR-002", Status.FAIL,
+        return [cluster_finding(Status.FAIL,
                                 f"{len(active)} ClusterPolicies are not 'ignored': "
                                 f"{', '.join(sorted(name_of(c) for c in active))}",
                                 observed=[name_of(c) for c in active], expected="one active")]
-    return [cluster_finding("OPR-002", Status.PASS,
+    return [cluster_finding(Status.PASS,
                             f"ClusterPolicy {name_of(snap.active_clusterpolicy or {})} is the active one",
                             total=len(cps))]
 
@@ -86,7 +87,7 @@ def _condition(cp: dict, ctype: str) -> dict:
 def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     cp = snap.active_clusterpolicy
     if cp is None:
-        return [cluster_finding("OPR-003", Status.NA, "no ClusterPolicy (see OPR-002)")]
+        return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
     state = cp.get("status", {}).get("state", "")
     ready = _condition(cp, "Ready")
     error = _condition(cp, "Error")
@@ -95,7 +96,7 @@ def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Findi
           "Error": {k: error.get(k) for k in ("status", "reason", "message")}}
     reason = ready.get("reason", "")
     if state == "ready" and ready.get("status") == "True" and reason == "Reconciled":
-        return [cluster_finding("OPR-003", Status.PASS, "ClusterPolicy ready (Ready=True, reason Reconciled)", **ev)]
+        return [cluster_finding(Status.PASS, "ClusterPolicy ready (Ready=True, reason Reconciled)", **ev)]
     if reason == "NoGPUNodes":
         msg = ("ClusterPolicy reports NoGPUNodes: the operator found no node with NFD's NVIDIA PCI label "
                "(feature.node.kubernetes.io/pci-10de.present), so it deployed nothing")
@@ -110,7 +111,7 @@ def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Findi
         detail = error.get("message") or ready.get("message") or ""
         msg = f"ClusterPolicy state={state}, Ready={ready.get('status', '?')} reason={reason or '?'}" + (
             f": {detail}" if detail else "")
-    return [cluster_finding("OPR-003", Status.FAIL, msg, **ev)]
+    return [cluster_finding(Status.FAIL, msg, **ev)]
 
 
 @check("OPR-004", L, "operator Deployment is available",
@@ -122,7 +123,7 @@ def operator_available(snap: ClusterSnapshot, settings: Settings) -> list[Findin
     ns = snap.operator_namespace
     if dep is None:
         where = f"namespace {ns}" if ns else "any namespace (no pod labelled app=gpu-operator)"
-        return [cluster_finding("OPR-004", Status.FAIL, f"no gpu-operator Deployment in {where}",
+        return [cluster_finding(Status.FAIL, f"no gpu-operator Deployment in {where}",
                                 observed="absent", expected="Deployment gpu-operator")]
     st = dep.get("status", {})
     want = dep.get("spec", {}).get("replicas", 1)
@@ -132,37 +133,51 @@ def operator_available(snap: ClusterSnapshot, settings: Settings) -> list[Findin
           "pods": {name_of(p): {"status": pod_status_text(p), "restarts": restart_count(p)} for p in pods}}
     looping = [name_of(p) for p in pods if crashlooping(p)]
     if want == 0:
-        return [cluster_finding("OPR-004", Status.FAIL, "gpu-operator Deployment is scaled to 0 replicas", **ev)]
+        return [cluster_finding(Status.FAIL, "gpu-operator Deployment is scaled to 0 replicas", **ev)]
     if looping:
-        return [cluster_finding("OPR-004", Status.FAIL,
+        return [cluster_finding(Status.FAIL,
                                 f"gpu-operator pod {looping[0]} is in CrashLoopBackOff "
                                 f"({restart_count(next(p for p in pods if name_of(p) == looping[0]))} restarts)",
                                 **ev)]
     if avail < 1:
         states = ", ".join(f"{n} {v['status']}" for n, v in ev["pods"].items()) or "no pods"
-        return [cluster_finding("OPR-004", Status.FAIL, f"gpu-operator Deployment has 0 available replicas "
+        return [cluster_finding(Status.FAIL, f"gpu-operator Deployment has 0 available replicas "
                                 f"({states})", **ev)]
     restarts = max((restart_count(p) for p in pods), default=0)
     if restarts > 1:
-        return [cluster_finding("OPR-004", Status.WARN,
+        return [cluster_finding(Status.WARN,
                                 f"gpu-operator available, but its pod restarted {restarts} times", **ev)]
-    return [cluster_finding("OPR-004", Status.PASS, f"gpu-operator available ({avail}/{want})", **ev)]
+    return [cluster_finding(Status.PASS, f"gpu-operator available ({avail}/{want})", **ev)]
 
 
 @check("OPR-005", L, "operator version is known",
-       hint="The version decides which labels, init containers and CDI defaults to expect.",
-       kubectl="kubectl -n {ns} get deploy gpu-operator -o jsonpath='{.spec.template.spec.containers[0].image}'",
-       detects="an operator image without a version tag (expectations fall back to the newest release)")
+       hint="The version decides which labels, init containers and CDI defaults to expect. It is read from the "
+            "operator image tag, else the OLM ClusterServiceVersion, the Deployment's Helm labels, or the validator "
+            "image tag. Where none names it, version-dependent checks accept what every supported version does.",
+       kubectl="kubectl -n {ns} get deploy,csv -o wide",
+       detects="an operator whose version nothing in the cluster names (image pinned by digest without OLM "
+               "or Helm labels), or a version older than the suite supports")
 def operator_version_known(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     image = operator_image(snap)
-    version = operator_version(snap)
-    if not image:
-        return [cluster_finding("OPR-005", Status.NA, "no operator image to read a version from (see OPR-004)")]
-    if not version or not version.lstrip("v")[:1].isdigit():
-        return [cluster_finding("OPR-005", Status.WARN,
-                                f"operator image {image} has no release tag; checks assume the newest behaviour",
-                                image=image)]
-    return [cluster_finding("OPR-005", Status.PASS, f"GPU Operator {version}", image=image, version=version)]
+    ov = facts(snap).operator
+    if not image and not ov.known:
+        return [cluster_finding(Status.NA, "no operator image to read a version from (see OPR-004)")]
+    ev = {"object": f"deployment/{name_of(operator_deployment(snap) or {})}", "field": "image", "observed": image,
+          "version": ov.tag or "unknown", "source": ov.source}
+    if not ov.known:
+        return [cluster_finding(Status.WARN, f"operator version unknown: image {image} has no release tag and no "
+                                "ClusterServiceVersion, Helm label or validator image names one; version-dependent "
+                                "checks accept what every supported version does", **ev)]
+    assert ov.parsed is not None
+    if ov.parsed < versions.OLDEST_SUPPORTED:
+        return [cluster_finding(Status.WARN, f"GPU Operator {ov.tag} is older than "
+                                f"{versions.text(versions.OLDEST_SUPPORTED)}, the oldest this suite knows: its "
+                                "labels and status may be judged wrongly", **ev)]
+    notes = []
+    if not versions.since(versions.STATUS_CONDITIONS, ov.parsed):
+        notes.append("no ClusterPolicy status conditions before v23.9: OPR-003 reads status.state only")
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    return [cluster_finding(Status.PASS, f"GPU Operator {ov.tag}, from the {ov.source}{tail}", **ev)]
 
 
 def _driver_daemonsets(snap: ClusterSnapshot) -> list[dict]:
@@ -178,7 +193,7 @@ def _driver_daemonsets(snap: ClusterSnapshot) -> list[dict]:
        detects="an operand DaemonSet deleted or never created; a disabled operand still deployed")
 def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if snap.active_clusterpolicy is None:
-        return [cluster_finding("OPR-006", Status.NA, "no ClusterPolicy (see OPR-002)")]
+        return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
     enabled = enabled_operands(snap)
     spec = snap.active_clusterpolicy.get("spec") or {}
     missing, unexpected, present = [], [], []
@@ -206,8 +221,8 @@ def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Findin
             parts.append(f"enabled but no DaemonSet: {', '.join(missing)}")
         if unexpected:
             parts.append(f"disabled in the ClusterPolicy but a DaemonSet exists: {', '.join(unexpected)}")
-        return [cluster_finding("OPR-006", Status.FAIL, "; ".join(parts), **ev)]
-    return [cluster_finding("OPR-006", Status.PASS, f"{len(present)} operand DaemonSets match the ClusterPolicy",
+        return [cluster_finding(Status.FAIL, "; ".join(parts), **ev)]
+    return [cluster_finding(Status.PASS, f"{len(present)} operand DaemonSets match the ClusterPolicy",
                             **ev)]
 
 
@@ -220,7 +235,7 @@ def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Findin
        detects="DCGM / DCGM exporter / MIG manager crash-looping on a node; a rollout stuck on an old generation")
 def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if snap.active_clusterpolicy is None:
-        return [cluster_finding("OPR-007", Status.NA, "no ClusterPolicy (see OPR-002)")]
+        return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
     findings: list[Finding] = []
     enabled = enabled_operands(snap)
     stale = []
@@ -247,21 +262,21 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
             else:
                 problems[o.daemonset] = f"{name_of(pod)} {pod_status_text(pod)} ({restart_count(pod)} restarts)"
         if problems:
-            findings.append(Finding("OPR-007", Status.FAIL,
+            findings.append(Finding(Status.FAIL,
                                     "monitoring operand not healthy on this node: "
                                     + "; ".join(f"{k}: {v}" for k, v in problems.items()),
                                     node=n, evidence={"pods": problems, "waiting_on_gates": waiting},
                                     kubectl=f"kubectl -n {snap.operator_namespace} get pods -o wide "
                                             f"--field-selector spec.nodeName={n}"))
         elif waiting:
-            findings.append(Finding("OPR-007", Status.WARN,
+            findings.append(Finding(Status.WARN,
                                     "operands waiting on an earlier stage (see driver-toolkit): "
                                     + "; ".join(f"{k}: {v}" for k, v in waiting.items()),
                                     node=n, evidence={"waiting_on_gates": waiting}))
         else:
-            findings.append(Finding("OPR-007", Status.PASS, "operand rollout healthy on this node", node=n))
+            findings.append(Finding(Status.PASS, "operand rollout healthy on this node", node=n))
     if stale:
-        findings.append(cluster_finding("OPR-007", Status.WARN,
+        findings.append(cluster_finding(Status.WARN,
                                         f"rollout in progress (observedGeneration < generation): {', '.join(stale)}",
                                         daemonsets=stale))
     return findings

@@ -40,6 +40,8 @@ class ListSpec:
     field_selector: str = ""
     # 404 means "this kind does not exist here" (an optional CRD), not an error.
     optional: bool = False
+    # Extra evidence only: not preflighted, and a 403 or 404 leaves it empty instead of ending the run.
+    best_effort: bool = False
 
 
 def _transient(exc: BaseException) -> bool:
@@ -92,7 +94,7 @@ class ClusterReader:
         try:
             data = self._call("GET", spec.path, query)
         except ApiException as e:
-            if e.status == 404 and spec.optional:
+            if (e.status == 404 and spec.optional) or (e.status in (403, 404) and spec.best_effort):
                 return None
             raise self._api_error(e, what) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
@@ -173,9 +175,12 @@ class ClusterReader:
                 ListSpec("deployments", f"/apis/apps/v1/namespaces/{ns}/deployments", "apps", "deployments",
                          namespace=ns),
                 ListSpec("events", f"/api/v1/namespaces/{ns}/events", "", "events", namespace=ns),
+                ListSpec("csvs", f"/apis/operators.coreos.com/v1alpha1/namespaces/{ns}/clusterserviceversions",
+                         "operators.coreos.com", "clusterserviceversions", namespace=ns, best_effort=True),
             ]
             if preflight:
-                missing = self.missing_permissions([("list", s.group, s.resource, ns) for s in ns_lists]
+                missing = self.missing_permissions([("list", s.group, s.resource, ns) for s in ns_lists
+                                                    if not s.best_effort]
                                                    + [("get", "", "pods/log", ns)])
                 if missing:
                     raise ClusterAccessError("missing permissions: " + "; ".join(missing) + " (apply rbac.yaml)")
@@ -184,6 +189,7 @@ class ClusterReader:
             snap.daemonsets = res2["daemonsets"] or []
             snap.deployments = res2["deployments"] or []
             snap.events = res2["events"] or []
+            snap.csvs = res2["csvs"] or []
             snap.logs = self._stuck_container_logs(ns, snap.pods)
         snap.requests = self.requests
         snap.read_seconds = time.monotonic() - start

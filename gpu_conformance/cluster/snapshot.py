@@ -64,6 +64,9 @@ class ClusterSnapshot:
     clusterpolicies: list[Obj] = field(default_factory=list)
     nvidiadrivers: list[Obj] = field(default_factory=list)
     runtimeclasses: list[Obj] = field(default_factory=list)
+    # OLM ClusterServiceVersions in the operator namespace (empty without OLM): they name the operator version
+    # where OLM pinned the image by digest.
+    csvs: list[Obj] = field(default_factory=list)
     # Names of the CRDs that matter (clusterpolicies.nvidia.com, nvidiadrivers.nvidia.com) that exist.
     crds: set[str] = field(default_factory=set)
     # Last log lines of containers the checks want to quote, keyed by (pod, container).

@@ -1,0 +1,313 @@
+"""Pod diagnosis every layer shares: which operand pod a node has, why it is not Ready, and findings about it.
+
+A pod that is not Ready is explained, in order, by what stops it earliest: the container runtime refusing to
+create its sandbox or container (events FailedCreatePodSandBox, CreateContainerError, unresolvable CDI devices),
+an image that cannot be pulled, an init container stuck, a main container crashing. The runtime and the image
+come first because they make every later symptom (a validator "stuck" in driver-validation) meaningless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_conformance import operands as ops
+from gpu_conformance.cluster.podstate import (
+    failing_container,
+    pod_ready,
+    pod_status_text,
+    restart_count,
+    stuck_init_container,
+)
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.model import Finding, Status
+from gpu_conformance.settings import Settings
+
+Obj = dict[str, Any]
+RESTART_WARN = 1      # the operator's own e2e accepts at most one restart of driver/toolkit/plugin/GFD
+LOG_LINES = 20
+
+# Container waiting reasons kubelet sets when the image cannot be had.
+IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+# ... and when the runtime cannot create or start the container (a runtime/CDI/config problem, not the program).
+RUNTIME_REASONS = ("CreateContainerError", "RunContainerError", "CreateContainerConfigError", "StartError",
+                   "ContainerCannotRun")
+SANDBOX_EVENT = "FailedCreatePodSandBox"
+HINT_RUNTIME = ("The container runtime on this node cannot run the pod. 'no runtime for \"nvidia\" is configured' "
+                "(containerd) or 'RuntimeHandler \"nvidia\" not supported' (CRI-O) means the runtime config has no "
+                "nvidia handler: the toolkit did not write it, or another config file overrides its drop-in "
+                "(containerd 1.7 replaces a whole [plugins.\"io.containerd.grpc.v1.cri\"] section it merges). Check "
+                "`containerd config dump | grep -A3 nvidia` on the node and the toolkit pod's log. 'unresolvable "
+                "CDI devices' means the CDI spec under /var/run/cdi is missing.")
+HINT_IMAGE = ("The node cannot pull the image: check the registry, pull secrets and, in air-gapped clusters, that "
+              "the mirror holds this exact tag (driver images are tagged per kernel/OS: <version>-<os>).")
+
+
+def namespace(snapshot: ClusterSnapshot, settings: Settings) -> str:
+    return settings.operator_namespace or snapshot.operator_namespace or "gpu-operator"
+
+
+def image_tag(image: str) -> str:
+    """'nvcr.io/nvidia/driver:580.126.20-ubuntu22.04@sha256:…' -> '580.126.20-ubuntu22.04'; '' when untagged."""
+    image = image.split("@", 1)[0]
+    tail = image.rsplit("/", 1)[-1]
+    return tail.rsplit(":", 1)[1] if ":" in tail else ""
+
+
+
+def node_labels(snapshot: ClusterSnapshot, node: str) -> dict[str, str]:
+    return labels_of(snapshot.node_by_name.get(node, {}))
+
+
+def app_pod(snapshot: ClusterSnapshot, app: str, node: str) -> Obj | None:
+    return snapshot.labelled_pod_on_node({"app": app}, node)
+
+
+def last_log(snapshot: ClusterSnapshot, pod: Obj, container: str) -> str:
+    text = snapshot.logs.get((name_of(pod), container)) or ""
+    return "\n".join(text.rstrip().splitlines()[-LOG_LINES:])
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+@dataclass
+class PodProblem:
+    """Why a pod is not Ready, in words and as evidence."""
+
+    summary: str           # e.g. "stuck in init container k8s-driver-manager (Init:CrashLoopBackOff, 5 restarts)"
+    container: str | None  # the container to read logs of
+    stage: str | None      # the stuck init container, if that is the problem
+    evidence: dict[str, Any]
+    log: str = ""
+    # The runtime or the registry stops the pod before its programs run (explains everything else).
+    start: StartProblem | None = None
+
+
+def pod_problem(snapshot: ClusterSnapshot, pod: Obj) -> PodProblem:
+    text = pod_status_text(pod)
+    stuck = stuck_init_container(pod)
+    ev: dict[str, Any] = {"pod": name_of(pod), "status": text, "phase": pod.get("status", {}).get("phase")}
+    start = start_problem(snapshot, pod)
+    if start is not None:
+        ev.update({"reason": start.reason, "message": start.message, "state": "waiting"})
+        if start.container:
+            ev["container"] = start.container
+        where = f"container {start.container} " if start.container else ""
+        said = f': "{start.message}"' if start.message and start.message != start.reason else ""
+        return PodProblem(f"cannot start ({text}, {where}{start.reason}){said}", start.container, None, ev,
+                          start=start)
+    if stuck is not None:
+        detail = f"{text}, {plural(stuck['restarts'], 'restart')}"
+        if stuck["exit_code"] not in (None, 0):
+            detail += f", exit code {stuck['exit_code']}"
+        ev.update({"stuck_init_container": stuck["name"], "state": stuck["state"], "reason": stuck["reason"],
+                   "exit_code": stuck["exit_code"], "restarts": stuck["restarts"]})
+        if stuck["message"]:
+            ev["message"] = stuck["message"]
+        log = last_log(snapshot, pod, stuck["name"])
+        return PodProblem(f"stuck in init container {stuck['name']} ({detail})", stuck["name"], stuck["name"],
+                          ev, log)
+    bad = failing_container(pod)
+    if bad is not None:
+        detail = f"{bad['reason'] or bad['state']}, {plural(bad['restarts'], 'restart')}"
+        if bad["exit_code"] not in (None, 0):
+            detail += f", exit code {bad['exit_code']}"
+        if bad["state"] == "running":
+            detail = f"running but not Ready, {plural(bad['restarts'], 'restart')}"
+        ev.update({"container": bad["name"], "state": bad["state"], "reason": bad["reason"],
+                   "exit_code": bad["exit_code"], "restarts": bad["restarts"]})
+        if bad["message"]:
+            ev["message"] = bad["message"]
+        return PodProblem(f"container {bad['name']} not ready ({detail})", bad["name"], None, ev,
+                          last_log(snapshot, pod, bad["name"]))
+    return PodProblem(f"not Ready ({text})", None, None, ev)
+
+
+def with_log(message: str, log: str) -> str:
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    return f'{message} — last log line: "{lines[-1]}"' if lines else message
+
+
+def logs_cmd(ns: str, pod: Obj, container: str | None, previous: bool = False) -> str:
+    if container is None:
+        return f"kubectl -n {ns} describe pod {name_of(pod)}"
+    return f"kubectl -n {ns} logs {name_of(pod)} -c {container}" + (" --previous" if previous else "")
+
+
+def problem_finding(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, what: str,
+                    meaning: str, hint: str, expected: str = "Ready") -> Finding:
+    """A FAIL for a pod that is not Ready: what it is stuck in, its logs, and the command to read them."""
+    p = pod_problem(snapshot, pod)
+    ev = {"object": f"Pod/{name_of(pod)}", "field": "status", "observed": p.evidence["status"],
+          "expected": expected, **p.evidence}
+    if p.log:
+        ev["log"] = p.log
+    restarts = p.evidence.get("restarts", 0)
+    msg = f"{what} {name_of(pod)} on {node} {p.summary}"
+    if p.start is not None:
+        # What the runtime or registry said outranks the layer's guess from the container it would have run.
+        meaning, hint = p.start.meaning, p.start.hint
+    if meaning:
+        msg += f": {meaning}"
+    return Finding(Status.FAIL, with_log(msg, p.log), node=node, evidence=ev, hint=hint,
+                   kubectl=logs_cmd(ns, pod, p.container, previous=bool(restarts) and p.evidence.get("state")
+                                    == "waiting"))
+
+
+def restart_warn_or_pass(ns: str, node: str, pod: Obj, what: str, detail: str = "") -> Finding:
+    restarts = restart_count(pod)
+    ev = {"object": f"Pod/{name_of(pod)}", "field": "status.conditions[Ready]", "observed": "True",
+          "expected": "True", "restarts": restarts}
+    if restarts > RESTART_WARN:
+        return Finding(Status.WARN,
+                       f"{what} {name_of(pod)} on {node} is Ready but restarted {restarts} times "
+                       f"(more than {RESTART_WARN}); read its previous logs", node=node, evidence=ev,
+                       kubectl=f"kubectl -n {ns} describe pod {name_of(pod)}")
+    return Finding(Status.PASS, f"{what} {name_of(pod)} Ready on {node}{detail}", node=node, evidence=ev,
+                   kubectl=f"kubectl -n {ns} get pod {name_of(pod)} -o wide")
+
+
+def label_gate(snapshot: ClusterSnapshot, node: str, operand: ops.Operand) -> Finding | None:
+    """NA/WARN when the node's deploy label keeps the operand off the node on purpose (false, paused-*)."""
+    value = node_labels(snapshot, node).get(operand.deploy_label)
+    ev = {"object": f"Node/{node}", "field": f"metadata.labels[{operand.deploy_label}]", "observed": value,
+          "expected": "true"}
+    if value == "false":
+        return Finding(Status.NA, f"{operand.key} opted out on {node} ({operand.deploy_label}=false)",
+                       node=node, evidence=ev)
+    if value and "paused-for" in value:
+        return Finding(Status.WARN, f"{operand.key} paused on {node} ({operand.deploy_label}={value}): "
+                       "transient during a driver upgrade or MIG change", node=node, evidence=ev)
+    return None
+
+
+def missing_pod_finding(snapshot: ClusterSnapshot, ns: str, node: str, operand: ops.Operand,
+                        what: str, selector: str) -> Finding:
+    ds = snapshot.daemonset(operand.daemonset)
+    st = (ds or {}).get("status", {})
+    label = node_labels(snapshot, node).get(operand.deploy_label)
+    if ds is None:
+        where = f"DaemonSet {operand.daemonset} does not exist"
+    else:
+        where = (f"DaemonSet {operand.daemonset}: desired {st.get('desiredNumberScheduled', 0)}, "
+                 f"ready {st.get('numberReady', 0)}")
+    return Finding(Status.FAIL,
+                   f"no {what} pod ({selector}) on {node}: {where}; node label {operand.deploy_label}={label}",
+                   node=node,
+                   evidence={"object": f"DaemonSet/{operand.daemonset}", "field": "pods on node",
+                             "observed": "none", "expected": "1 Ready pod", "daemonset_status": st,
+                             "deploy_label": label},
+                   kubectl=f"kubectl -n {ns} get pods -o wide -l {selector} --field-selector spec.nodeName={node}")
+
+
+
+
+def operand_pod_findings(snapshot: ClusterSnapshot, settings: Settings, operand: ops.Operand,
+                         what: str, missing_what: str, disabled: str | None, policy_field: str,
+                         explain: Callable[[PodProblem], tuple[str, str]]) -> list[Finding]:
+    """One finding per GPU node on an operand's pod: n/a when the policy disables it, the deploy label's say,
+    missing, not ready (explained by the stage it is stuck in), or ready (a warning after restarts)."""
+    ns = namespace(snapshot, settings)
+    out = []
+    for node in snapshot.gpu_node_names:
+        if disabled is not None:
+            out.append(Finding(Status.NA, f"{disabled}", node=node,
+                               evidence={"object": "ClusterPolicy", "field": policy_field, "observed": False,
+                                         "expected": True}))
+            continue
+        gate = label_gate(snapshot, node, operand)
+        if gate is not None:
+            out.append(gate)
+            continue
+        pod = app_pod(snapshot, operand.app, node)
+        if pod is None:
+            out.append(missing_pod_finding(snapshot, ns, node, operand, missing_what,
+                                           f"app={operand.app}"))
+        elif not pod_ready(pod):
+            meaning, hint = explain(pod_problem(snapshot, pod))
+            out.append(problem_finding(snapshot, ns, node, pod, what, meaning, hint))
+        else:
+            out.append(restart_warn_or_pass(ns, node, pod, what))
+    return out
+
+
+
+
+# ---- why a pod cannot start ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StartProblem:
+    """The runtime or the registry keeps a container from starting at all."""
+
+    kind: str              # "sandbox" | "container" | "image"
+    reason: str            # FailedCreatePodSandBox, CreateContainerError, ImagePullBackOff, ...
+    container: str | None
+    message: str           # the event's or kubelet's own words
+
+    @property
+    def meaning(self) -> str:
+        if self.kind == "image":
+            return ("it cannot pull its image — an image/registry problem (air-gapped mirror, tag, pull secret), "
+                    "not a failure of the program")
+        if runtime_handler_missing(self.message):
+            return ("the container runtime on this node has no nvidia handler (toolkit runtime config missing or "
+                    "overridden)")
+        if "cdi" in self.message.lower():
+            return "the container runtime cannot resolve the CDI device (CDI spec missing on the node)"
+        return "the container runtime on this node cannot create it"
+
+    @property
+    def hint(self) -> str:
+        return HINT_IMAGE if self.kind == "image" else HINT_RUNTIME
+
+
+def runtime_handler_missing(message: str) -> bool:
+    low = message.lower()
+    return ("no runtime for" in low or "runtimehandler" in low.replace(" ", "")
+            or "runtime handler" in low) and "nvidia" in low
+
+
+def _waiting(statuses: list[Obj]) -> list[tuple[str, str, str]]:
+    out = []
+    for cs in statuses:
+        w = (cs.get("state") or {}).get("waiting") or {}
+        if w.get("reason"):
+            out.append((cs.get("name", ""), w["reason"], w.get("message", "")))
+    return out
+
+
+def _latest_event(snapshot: ClusterSnapshot, pod: Obj, match: Callable[[Obj], bool]) -> Obj | None:
+    evs = [e for e in snapshot.events_for("Pod", name_of(pod)) if match(e)]
+    if not evs:
+        return None
+    return sorted(evs, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-1]
+
+
+def start_problem(snapshot: ClusterSnapshot, pod: Obj) -> StartProblem | None:
+    """Why the pod's containers cannot start, from kubelet's waiting reasons and the pod's events."""
+    st = pod.get("status") or {}
+    waiting = _waiting((st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []))
+    for container, reason, message in waiting:
+        if reason in RUNTIME_REASONS:
+            return StartProblem("container", reason, container, message or reason)
+    if not pod_ready(pod) and st.get("phase") in (None, "Pending"):
+        ev = _latest_event(snapshot, pod, lambda e: e.get("reason") == SANDBOX_EVENT)
+        if ev is not None:
+            return StartProblem("sandbox", SANDBOX_EVENT, None, ev.get("message", ""))
+    cdi = _latest_event(snapshot, pod, lambda e: e.get("type") == "Warning"
+                        and "unresolvable cdi devices" in (e.get("message") or "").lower())
+    if cdi is not None and not pod_ready(pod):
+        return StartProblem("container", cdi.get("reason", "Failed"), None, cdi.get("message", ""))
+    for container, reason, message in waiting:
+        if reason in IMAGE_REASONS:
+            if not message:
+                ev = _latest_event(snapshot, pod, lambda e: e.get("reason") == "Failed"
+                                   and "pull" in (e.get("message") or "").lower())
+                message = (ev or {}).get("message", "")
+            image = next((c.get("image", "") for c in (pod.get("spec", {}).get("initContainers") or [])
+                          + (pod.get("spec", {}).get("containers") or []) if c.get("name") == container), "")
+            said = ": ".join(x for x in (f"image {image}" if image else "", message) if x)
+            return StartProblem("image", reason, container, said or reason)
+    return None
