@@ -16,7 +16,7 @@ from gpu_conformance.model import LAYER_ORDER, Check, Layer
 
 
 def all_checks() -> list[Check]:
-    return sorted(REGISTRY.values(), key=lambda c: (c.layer.index, c.id))
+    return sorted(REGISTRY.values(), key=lambda c: (c.layer.index, c.rank, c.id))
 
 
 def checks_for(layer: Layer) -> list[Check]:

@@ -111,6 +111,12 @@ class Check:
     func: CheckFunc | None = None
     # What the check exists to catch, in one line (README table, report).
     detects: str = ""
+    # Order inside its layer: lower first. A check that explains the others' symptoms (the runtime refusing to
+    # create pods) goes before them, so the root cause names it.
+    rank: int = 0
+    # A node-level precondition (node health): its failure is the node's root cause whatever layer the other
+    # failing checks belong to, because they are all consequences of it.
+    gate: bool = False
 
     def run(self, snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
         if self.func is None:

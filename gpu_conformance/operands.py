@@ -23,6 +23,8 @@ class Operand:
     init_containers: tuple[str, ...] = ()
     # Only MIG-capable nodes carry this deploy label.
     mig_only: bool = False
+    # The operator's state name for it, as in ClusterPolicy status "states not ready: [...]".
+    state: str = ""
 
     @property
     def app(self) -> str:
@@ -30,28 +32,31 @@ class Operand:
 
 
 DRIVER = Operand("driver", "nvidia-driver-daemonset", "driver", True, DEPLOY_PREFIX + "driver",
-                 ("k8s-driver-manager",))
+                 ("k8s-driver-manager",), state="state-driver")
 TOOLKIT = Operand("container-toolkit", "nvidia-container-toolkit-daemonset", "toolkit", True,
-                  DEPLOY_PREFIX + "container-toolkit", ("driver-validation",))
+                  DEPLOY_PREFIX + "container-toolkit", ("driver-validation",), state="state-container-toolkit")
 VALIDATOR = Operand("operator-validator", "nvidia-operator-validator", None, True,
                     DEPLOY_PREFIX + "operator-validator",
-                    ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"))
+                    ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"),
+                    state="state-operator-validation")
 DEVICE_PLUGIN = Operand("device-plugin", "nvidia-device-plugin-daemonset", "devicePlugin", True,
-                        DEPLOY_PREFIX + "device-plugin", ("toolkit-validation",))
+                        DEPLOY_PREFIX + "device-plugin", ("toolkit-validation",), state="state-device-plugin")
 GFD = Operand("gpu-feature-discovery", "gpu-feature-discovery", "gfd", True,
-              DEPLOY_PREFIX + "gpu-feature-discovery", ("toolkit-validation",))
+              DEPLOY_PREFIX + "gpu-feature-discovery", ("toolkit-validation",), state="gpu-feature-discovery")
 DCGM_EXPORTER = Operand("dcgm-exporter", "nvidia-dcgm-exporter", "dcgmExporter", True,
-                        DEPLOY_PREFIX + "dcgm-exporter", ("toolkit-validation",))
-DCGM = Operand("dcgm", "nvidia-dcgm", "dcgm", True, DEPLOY_PREFIX + "dcgm", ("toolkit-validation",))
+                        DEPLOY_PREFIX + "dcgm-exporter", ("toolkit-validation",), state="state-dcgm-exporter")
+DCGM = Operand("dcgm", "nvidia-dcgm", "dcgm", True, DEPLOY_PREFIX + "dcgm", ("toolkit-validation",), state="state-dcgm")
 MIG_MANAGER = Operand("mig-manager", "nvidia-mig-manager", "migManager", True, DEPLOY_PREFIX + "mig-manager",
-                      ("toolkit-validation",), mig_only=True)
+                      ("toolkit-validation",), mig_only=True, state="state-mig-manager")
 NODE_STATUS_EXPORTER = Operand("node-status-exporter", "nvidia-node-status-exporter", "nodeStatusExporter", False,
-                               DEPLOY_PREFIX + "node-status-exporter")
+                               DEPLOY_PREFIX + "node-status-exporter", state="state-node-status-exporter")
 
 # Operands of the default `container` workload config, in the operator's reconcile order.
 OPERANDS: tuple[Operand, ...] = (
     DRIVER, TOOLKIT, VALIDATOR, DEVICE_PLUGIN, DCGM, DCGM_EXPORTER, GFD, MIG_MANAGER, NODE_STATUS_EXPORTER,
 )
+
+BY_STATE = {o.state: o for o in OPERANDS}
 
 # Deploy labels every GPU node carries in the `container` workload config (the field note's 8),
 # plus `client` from v26.7 and `mig-manager` on MIG-capable nodes.

@@ -17,6 +17,14 @@ class RootCause:
     layer: Layer
     check_id: str
     message: str
+    # From a gate check (node health): every other failure on the node is its consequence, whatever its layer.
+    gate: bool = False
+
+    def covers(self, check: Check) -> bool:
+        """Whether a failure of `check` on this node is explained by (blocked behind) this root cause."""
+        if check.id == self.check_id:
+            return False
+        return self.gate or self.layer.index < check.layer.index
 
     def to_dict(self) -> dict[str, Any]:
         return {"layer": str(self.layer), "check": self.check_id, "message": self.message}
@@ -99,18 +107,25 @@ def decide(
     gpu_nodes: list[str],
     layers_run: list[Layer] | None = None,
 ) -> Verdict:
+    """Per GPU node: a failing gate check (node health) first, else the first failing layer, is the root cause.
+
+    A cluster-wide failure stops every node only when it is `blocking` (no CRD, no ClusterPolicy, operator down);
+    a non-blocking one (operand states notReady that no node explains) fails its check without hiding the nodes.
+    """
     layers_run = layers_run or list(LAYER_ORDER)
+    check_order = {c.id: i for i, c in enumerate(sorted(checks, key=lambda c: (c.layer.index, c.rank, c.id)))}
     by_id = {c.id: c for c in checks}
-    check_order = {c.id: i for i, c in enumerate(sorted(checks, key=lambda c: (c.layer.index, c.id)))}
-    layer_of = {c.id: c.layer for c in checks}
+    gate_ids = {c.id for c in checks if c.gate}
 
     cluster_findings: dict[Layer, list[Finding]] = {layer: [] for layer in LAYER_ORDER}
     node_findings: dict[str, dict[Layer, list[Finding]]] = {n: {layer: [] for layer in LAYER_ORDER}
                                                             for n in gpu_nodes}
     for f in findings:
-        layer = layer_of[f.check_id]
+        layer = by_id[f.check_id].layer
         if f.node is None:
-            cluster_findings[layer].append(f)
+            # A non-blocking cluster finding speaks for no node in particular: it only decides its own check.
+            if f.blocking or f.status != Status.FAIL:
+                cluster_findings[layer].append(f)
         elif f.node in node_findings:
             node_findings[f.node][layer].append(f)
         # Findings on nodes outside the GPU set (e.g. a CPU node wrongly labelled) only count per check.
@@ -125,7 +140,16 @@ def decide(
     nodes: list[NodeVerdict] = []
     for n in gpu_nodes:
         nv = NodeVerdict(node=n)
+        gate_fail = _first_fail([f for fs in node_findings[n].values() for f in fs if f.check_id in gate_ids],
+                                check_order)
+        if gate_fail is not None and (cluster_blocker is None
+                                      or cluster_blocker.layer.index > by_id[gate_fail.check_id].layer.index):
+            nv.root_cause = RootCause(by_id[gate_fail.check_id].layer, gate_fail.check_id, gate_fail.message,
+                                      gate=True)
         for layer in LAYER_ORDER:
+            if nv.root_cause is not None and nv.root_cause.gate:
+                nv.layers[layer] = Status.FAIL if layer == nv.root_cause.layer else Status.BLOCKED
+                continue
             if nv.stop is not None:
                 nv.layers[layer] = Status.BLOCKED
                 continue
@@ -146,51 +170,51 @@ def decide(
         nodes.append(nv)
     node_by_name = {nv.node: nv for nv in nodes}
 
+    def all_stopped_before(c: Check) -> RootCause | None:
+        """Every GPU node stopped by something that explains c's failures; the first such cause."""
+        stops = [node_by_name[n].stop for n in gpu_nodes]
+        if gpu_nodes and all(st is not None and st.covers(c) for st in stops):
+            return stops[0]
+        return None
+
     outcomes: dict[str, CheckOutcome] = {}
     for c in checks:
         fs = [f for f in findings if f.check_id == c.id]
         failing, blocked, reasons = [], [], []
+        cluster_blocks_c = cluster_blocker is not None and cluster_blocker.layer.index < c.layer.index
         for f in fs:
             if f.status != Status.FAIL:
                 continue
             if f.node is None:
-                if cluster_blocker and cluster_blocker.layer.index < c.layer.index:
+                if cluster_blocks_c:
                     blocked.append("<cluster>")
-                    reasons.append(f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}")
-                elif gpu_nodes and all(
-                    (rc := node_by_name[n].stop) is not None and rc.layer.index < c.layer.index
-                    for n in gpu_nodes
-                ):
+                    reasons.append(f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}")  # type: ignore[union-attr]
+                elif (rc0 := all_stopped_before(c)) is not None:
                     blocked.append("<cluster>")
-                    rc0 = node_by_name[gpu_nodes[0]].stop
-                    assert rc0 is not None
                     reasons.append(f"every GPU node is blocked by an earlier layer, e.g. {rc0.layer}: {rc0.message}")
                 else:
                     failing.append("<cluster>")
                 continue
             nv = node_by_name.get(f.node)
             rc = nv.stop if nv else None
-            if rc is not None and rc.layer.index < c.layer.index:
+            if nv is not None and rc is not None and rc.covers(c):
                 blocked.append(f.node)
-                reasons.append(nv.blocked_reason())  # type: ignore[union-attr]
-            elif cluster_blocker and cluster_blocker.layer.index < c.layer.index:
+                reasons.append(nv.blocked_reason())
+            elif cluster_blocks_c:
                 blocked.append(f.node)
-                reasons.append(f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}")
+                reasons.append(f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}")  # type: ignore[union-attr]
             else:
                 failing.append(f.node)
-        stopped_before = bool(gpu_nodes) and all(
-            (st := node_by_name[n].stop) is not None and st.layer.index < c.layer.index for n in gpu_nodes)
+        stopped = all_stopped_before(c)
         if failing:
             status = Status.FAIL
             reason = ""
-        elif cluster_blocker and cluster_blocker.layer.index < c.layer.index:
+        elif cluster_blocks_c:
             # Whatever this check saw, it cannot speak for a cluster whose earlier layer is broken.
-            status, reason = Status.BLOCKED, f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}"
-        elif stopped_before and c.layer in layers_run:
-            rc0 = node_by_name[gpu_nodes[0]].stop
-            assert rc0 is not None
-            status, reason = Status.BLOCKED, f"every GPU node is blocked by an earlier layer, e.g. {rc0.layer}: " \
-                                             f"{rc0.message}"
+            status, reason = Status.BLOCKED, f"blocked by {cluster_blocker.layer}: {cluster_blocker.message}"  # type: ignore[union-attr]
+        elif stopped is not None and c.layer in layers_run and not c.gate:
+            status, reason = Status.BLOCKED, f"every GPU node is blocked by an earlier layer, e.g. {stopped.layer}: " \
+                                             f"{stopped.message}"
         elif blocked:
             status = Status.BLOCKED
             reason = reasons[0]
@@ -206,5 +230,4 @@ def decide(
         else:
             status, reason = Status.NA, "no findings (nothing to check)"
         outcomes[c.id] = CheckOutcome(c, status, fs, failing, blocked, reason)
-    _ = by_id
     return Verdict(nodes=nodes, cluster_blocker=cluster_blocker, outcomes=outcomes, layers_run=layers_run)

@@ -666,7 +666,7 @@ def healthy_snapshot(version: str = "v26.3.3", gpu_nodes: int = 3, cpu_nodes: in
 
 # ---- keeping derived state consistent ------------------------------------------------------------------
 _CACHED = ("active_clusterpolicy", "node_by_name", "gpu_nodes", "gpu_node_names", "_pods_by_owner_uid",
-           "pods_by_node", "runtimeclass_names", "_facts")
+           "pods_by_node", "runtimeclass_names", "_facts", "excluded_gpu_nodes", "_gpu_evidence_nodes")
 
 
 def refresh(snapshot: ClusterSnapshot) -> ClusterSnapshot:
@@ -951,3 +951,48 @@ def add_runtimeclass(snapshot: ClusterSnapshot, name: str, handler: str | None =
     snapshot.runtimeclasses.append({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                                     "handler": handler or name, "metadata": {"name": name}})
     refresh(snapshot)
+
+
+# ---- node health and events (what a real cluster shows when a node or its runtime breaks) ----------------
+def set_node_condition(snapshot: ClusterSnapshot, node_name: str, ctype: str, status: str, reason: str = "",
+                       message: str = "") -> Obj:
+    """Set one node condition; Ready=False/Unknown also gets the node controller's taint, as on a real cluster."""
+    n = node(snapshot, node_name)
+    conds = [c for c in n["status"].get("conditions") or [] if c.get("type") != ctype]
+    conds.append({"type": ctype, "status": status, "reason": reason, "message": message,
+                  "lastHeartbeatTime": T2, "lastTransitionTime": T2})
+    n["status"]["conditions"] = conds
+    if ctype == "Ready" and status != "True":
+        key = "node.kubernetes.io/unreachable" if status == "Unknown" else "node.kubernetes.io/not-ready"
+        n["spec"].setdefault("taints", []).extend([{"key": key, "effect": "NoSchedule"},
+                                                    {"key": key, "effect": "NoExecute", "timeAdded": T2}])
+    refresh(snapshot)
+    return n
+
+
+def add_event(snapshot: ClusterSnapshot, kind: str, name: str, reason: str, message: str,
+              etype: str = "Warning", count: int = 12) -> Obj:
+    """An Event about an object in the operator namespace, as kubelet or a controller records it."""
+    ev = {"apiVersion": "v1", "kind": "Event",
+          "metadata": {"name": f"{name}.{_suffix(name, reason, n=16)}", "namespace": snapshot.operator_namespace},
+          "involvedObject": {"kind": kind, "name": name, "namespace": snapshot.operator_namespace},
+          "reason": reason, "message": message, "type": etype, "count": count,
+          "firstTimestamp": T1, "lastTimestamp": T2}
+    snapshot.events.append(ev)
+    return ev
+
+
+def sandbox_refused(snapshot: ClusterSnapshot, pod: Obj, message: str) -> Obj:
+    """A pod whose sandbox the runtime cannot create: Pending, nothing started, FailedCreatePodSandBox events."""
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in pod["status"].get(key) or []:
+            cs.update({"ready": False, "started": False, "restartCount": 0, "lastState": {},
+                       "state": {"waiting": {"reason": "PodInitializing" if key == "containerStatuses"
+                                             else "PodInitializing"}}})
+            cs.pop("containerID", None)
+    pod["status"]["phase"] = "Pending"
+    inits = [c["name"] for c in pod["status"].get("initContainerStatuses") or []]
+    _set_conditions(pod, False, False, inits or None)
+    add_event(snapshot, "Pod", name_of(pod), "FailedCreatePodSandBox", message)
+    refresh(snapshot)
+    return pod

@@ -106,10 +106,19 @@ def test_paused_for_driver_upgrade_is_transient() -> None:
     assert f.status == Status.WARN and "transient" in f.message and "pod-restart-required" in f.message
 
 
-def test_operands_false_fails() -> None:
+def test_node_excluded_by_admin_is_not_judged() -> None:
+    # The documented way to take a node out of the operator's hands: its operands go away, the run must pass.
     snap = healthy_snapshot()
     set_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.operands", "false")
-    assert run("LBL-001", snap)["gpu-node-1"].status == Status.FAIL
+    set_label(snap, "gpu-node-1", "nvidia.com/gpu.present", "false")
+    for app in ("nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-operator-validator"):
+        remove_pods(snap, app, "gpu-node-1")
+    assert "gpu-node-1" not in snap.gpu_node_names
+    f = next(f for f in REGISTRY["NFD-004"].run(snap, Settings()) if f.node == "gpu-node-1")
+    assert f.status == Status.WARN and "excluded" in f.message
+    fails = [(c.id, g.message) for c in REGISTRY.values() if c.func for g in c.run(snap, Settings())
+             if g.status == Status.FAIL]
+    assert not fails
 
 
 def test_labelled_node_without_pod_fails() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpu_conformance import versions
 from gpu_conformance.checks.common import enabled_operands
+from gpu_conformance.checks.pods import why_no_pod
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.facts import facts
@@ -32,7 +33,7 @@ def _mig_capable(labels: dict[str, str]) -> bool:
             "'false' is an admin opt-out, 'pre-installed' on driver means a host driver was detected, "
             "'paused-for-*' is a driver upgrade or MIG change in progress.",
        kubectl="kubectl get node {node} -o json | grep -o 'nvidia.com/gpu.deploy[^,]*'",
-       detects="deploy labels missing (operator not labelling, operands=false); opt-outs and pauses reported")
+       detects="deploy labels missing (operator not labelling); opt-outs and pauses reported")
 def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     version = facts(snap).operator.parsed
     enabled_labels = {o.deploy_label: o for o in enabled_operands(snap)}
@@ -49,11 +50,7 @@ def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Fin
                and not (k == DRIVER.deploy_label and v == "pre-installed")]
         ev = {"labels": {k.removeprefix(DEPLOY_PREFIX): v for k, v in values.items()},
               "expected_for_version": versions.text(version)}
-        if labels.get(DEPLOY_PREFIX + "operands") == "false":
-            findings.append(Finding(Status.FAIL,
-                                    "nvidia.com/gpu.deploy.operands=false: the node is opted out of every GPU "
-                                    "operand, so it cannot give pods a GPU", node=n, evidence=ev))
-        elif missing:
+        if missing:
             short = ", ".join(k.removeprefix(DEPLOY_PREFIX) for k in missing)
             findings.append(Finding(Status.FAIL, f"deploy labels missing: {short}", node=n, evidence=ev))
         elif odd:
@@ -101,7 +98,9 @@ def daemonsets_match_labels(snap: ClusterSnapshot, settings: Settings) -> list[F
             labelled = labels_of(node).get(o.deploy_label) == "true"
             # The MPS control daemon-style extra selectors do not apply to these operands.
             if labelled and n not in on_nodes:
-                problems.setdefault(n, []).append(f"{o.daemonset}: label true but no pod")
+                why = why_no_pod(snap, dss[0], n)
+                problems.setdefault(n, []).append(f"{o.daemonset}: label true but no pod"
+                                                  + (f" ({why})" if why else ""))
             elif not labelled and n in on_nodes:
                 problems.setdefault(n, []).append(
                     f"{o.daemonset}: pod runs although {o.deploy_label.removeprefix(DEPLOY_PREFIX)}="

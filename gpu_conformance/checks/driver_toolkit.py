@@ -13,8 +13,10 @@ from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance.checks.pods import (
+    HINT_RUNTIME,
     RESTART_WARN,
     PodProblem,
+    StartProblem,
     app_pod,
     label_gate,
     last_log,
@@ -26,6 +28,7 @@ from gpu_conformance.checks.pods import (
     pod_problem,
     problem_finding,
     restart_warn_or_pass,
+    start_problem,
     with_log,
 )
 from gpu_conformance.checks.registry import check
@@ -305,4 +308,37 @@ def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings) -> l
         msg = f"{name_of(pod)} {phase} — {p.summary}: vectorAdd could not run on the GPU"
         out.append(Finding(Status.FAIL, with_log(msg, p.log), node=node, evidence=ev,
                            kubectl=logs_cmd(ns, pod, p.container or "cuda-validation")))
+    return out
+
+
+@check("DRV-006", L, "Container runtime creates the operand pods",
+       hint=HINT_RUNTIME,
+       kubectl="kubectl -n {ns} get events --field-selector reason=FailedCreatePodSandBox ; "
+               "kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node}",
+       detects="operand pods the runtime cannot create: FailedCreatePodSandBox (no runtime for \"nvidia\" is "
+               "configured, RuntimeHandler \"nvidia\" not supported), CreateContainerError / RunContainerError, "
+               "unresolvable CDI devices — named ahead of any driver verdict",
+       rank=-1)
+def runtime_creates_operand_pods(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    ns = namespace(snapshot, settings)
+    out = []
+    for node in snapshot.gpu_node_names:
+        refused: list[tuple[Obj, StartProblem]] = []
+        for pod in snapshot.pods_by_node.get(node, []):
+            if pod.get("metadata", {}).get("deletionTimestamp"):
+                continue
+            sp = start_problem(snapshot, pod)
+            if sp is not None and sp.kind in ("sandbox", "container"):
+                refused.append((pod, sp))
+        if not refused:
+            out.append(Finding(Status.PASS, "no operand pod refused by the container runtime", node=node))
+            continue
+        pod, sp = refused[0]
+        others = f" (and {len(refused) - 1} more pod{'s' if len(refused) > 2 else ''})" if len(refused) > 1 else ""
+        ev = {"object": f"Pod/{name_of(pod)}", "field": "events" if sp.kind == "sandbox" else "status",
+              "observed": f"{sp.reason}: {sp.message}", "expected": "pod sandbox and containers created",
+              "pods": {name_of(p): f"{s.reason}: {s.message}" for p, s in refused}}
+        out.append(Finding(Status.FAIL, f"{sp.meaning}: pod {name_of(pod)}{others} — {sp.reason}: "
+                           f"\"{sp.message}\"", node=node, evidence=ev, hint=sp.hint,
+                           kubectl=f"kubectl -n {ns} describe pod {name_of(pod)}"))
     return out

@@ -107,3 +107,65 @@ def nfd_labels_consistent(snap: ClusterSnapshot, settings: Settings) -> list[Fin
                                     "capacity) but no NFD NVIDIA PCI label: set by hand, or NFD is not labelling",
                                     node=n, evidence=ev))
     return findings
+
+
+# Conditions that mean trouble when True (Ready means trouble when not True).
+PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+# Taints the node controller sets for those conditions.
+HEALTH_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                 "node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure",
+                 "node.kubernetes.io/pid-pressure", "node.kubernetes.io/network-unavailable")
+
+
+def _conditions(node: dict) -> dict[str, dict]:
+    return {c.get("type", ""): c for c in node.get("status", {}).get("conditions") or []}
+
+
+@check("NFD-004", L, "GPU node is healthy: Ready, no pressure, schedulable",
+       hint="A node that is NotReady or Unknown has a kubelet or container runtime that stopped working (the node "
+            "controller then taints it not-ready/unreachable); every operand pod on it looks broken as a "
+            "consequence. Fix the node first: `systemctl status kubelet containerd` and `journalctl -u kubelet` "
+            "on it. A cordoned node is reported, not failed, and not probed.",
+       kubectl="kubectl describe node {node} | sed -n '/Conditions:/,/Addresses:/p'",
+       detects="GPU node NotReady/Unknown (kubelet or runtime down), under memory/disk/PID pressure or network "
+               "unavailable; cordoned nodes and nodes excluded with gpu.deploy.operands=false reported",
+       gate=True)
+def node_health(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    findings = []
+    for node in snap.excluded_gpu_nodes:
+        n, labels = name_of(node), labels_of(node)
+        findings.append(Finding(Status.WARN, "excluded from the GPU Operator by its admin "
+                                f"(nvidia.com/gpu.deploy.operands=false, {GPU_PRESENT_LABEL}="
+                                f"{labels.get(GPU_PRESENT_LABEL, '<absent>')}): not judged", node=n,
+                                evidence={"object": f"Node/{n}", "field": "metadata.labels", "excluded": True}))
+    for node in snap.gpu_nodes:
+        n = name_of(node)
+        conds = _conditions(node)
+        ready = conds.get("Ready", {})
+        taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") in HEALTH_TAINTS]
+        ev = {"object": f"Node/{n}", "field": "status.conditions",
+              "observed": {t: {k: c.get(k) for k in ("status", "reason", "message")} for t, c in conds.items()
+                           if (t == "Ready") or c.get("status") == "True"},
+              "expected": "Ready=True, no pressure", "taints": [f"{t.get('key')}:{t.get('effect')}" for t in taints]}
+        if ready.get("status") != "True":
+            what = "Unknown (the kubelet stopped reporting)" if ready.get("status") == "Unknown" else "NotReady"
+            said = ": ".join(x for x in (ready.get("reason"), ready.get("message")) if x)
+            findings.append(Finding(Status.FAIL, f"node is {what}" + (f" — {said}" if said else "")
+                                    + ": every GPU operand on it is down as a consequence", node=n, evidence=ev))
+            continue
+        bad = [(t, c) for t, c in conds.items() if t in PRESSURE_CONDITIONS and c.get("status") == "True"]
+        if bad:
+            parts = [f"{t}" + (f" ({c.get('message')})" if c.get("message") else "") for t, c in bad]
+            findings.append(Finding(Status.FAIL, f"node under {', '.join(parts)}: the kubelet evicts or refuses "
+                                    "pods, GPU operands included", node=n, evidence=ev))
+            continue
+        if node.get("spec", {}).get("unschedulable"):
+            findings.append(Finding(Status.WARN, "node is cordoned (spec.unschedulable): running GPU pods keep "
+                                    "their GPUs, but no new pod lands here, so it is not probed", node=n,
+                                    evidence={**ev, "field": "spec.unschedulable", "observed": True,
+                                              "expected": False, "cordoned": True}))
+            continue
+        findings.append(Finding(Status.PASS, "node Ready, no pressure, schedulable", node=n, evidence=ev))
+    if not findings:
+        return [Finding(Status.NA, "no GPU nodes (see NFD-001)")]
+    return findings

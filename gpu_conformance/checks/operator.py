@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from gpu_conformance import versions
 from gpu_conformance.checks.common import (
     cluster_finding,
@@ -9,6 +11,7 @@ from gpu_conformance.checks.common import (
     operator_deployment,
     operator_image,
 )
+from gpu_conformance.checks.pods import start_problem
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import (
     crashlooping,
@@ -21,6 +24,7 @@ from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.facts import facts
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (
+    BY_STATE,
     CLUSTERPOLICY_CRD,
     DCGM,
     DCGM_EXPORTER,
@@ -30,6 +34,7 @@ from gpu_conformance.operands import (
     NODE_STATUS_EXPORTER,
     NVIDIADRIVER_CRD,
     OPERANDS,
+    Operand,
 )
 from gpu_conformance.settings import Settings
 
@@ -63,55 +68,141 @@ def one_clusterpolicy(snap: ClusterSnapshot, settings: Settings) -> list[Finding
     if not cps:
         return [cluster_finding(Status.FAIL, "no ClusterPolicy exists: the operator deploys nothing",
                                 object="clusterpolicies.nvidia.com", observed=0, expected=1)]
-    active = [cp for cp in cps if cp.get("status", {}).get("state") != "ignored"]
-    if len(active) > 1:
-        return [cluster_finding(Status.FAIL,
-                                f"{len(active)} ClusterPolicies are not 'ignored': "
-                                f"{', '.join(sorted(name_of(c) for c in active))}",
-                                observed=[name_of(c) for c in active], expected="one active")]
-    return [cluster_finding(Status.PASS,
-                            f"ClusterPolicy {name_of(snap.active_clusterpolicy or {})} is the active one",
-                            total=len(cps))]
+    acting = snap.active_clusterpolicy or {}
+    if len(cps) > 1:
+        others = sorted(name_of(c) for c in cps if c is not acting)
+        marked = [n for n in others if next(c for c in cps if name_of(c) == n).get("status", {}).get("state")
+                  == "ignored"]
+        return [cluster_finding(Status.WARN, f"{len(cps)} ClusterPolicies: the operator acts on the oldest, "
+                                f"{name_of(acting)}, and ignores {', '.join(others)}"
+                                + ("" if len(marked) == len(others) else
+                                   f" (not yet marked 'ignored': {', '.join(n for n in others if n not in marked)})"),
+                                object="clusterpolicies.nvidia.com", observed=[name_of(c) for c in cps],
+                                expected="one", active=name_of(acting), ignored=others)]
+    return [cluster_finding(Status.PASS, f"ClusterPolicy {name_of(acting)} is the active one", total=len(cps))]
 
 
 def _condition(cp: dict, ctype: str) -> dict:
     return next((c for c in cp.get("status", {}).get("conditions") or [] if c.get("type") == ctype), {})
 
 
+def not_ready_states(message: str) -> list[str]:
+    """'ClusterPolicy is not ready, states not ready: [state-driver state-dcgm]' -> ['state-driver', 'state-dcgm']."""
+    m = re.search(r"states not ready:\s*\[([^\]]*)\]", message or "")
+    return [t for t in re.split(r"[\s,]+", m.group(1)) if t] if m else []
+
+
+def _operand_daemonsets(snap: ClusterSnapshot, operand: Operand) -> list[dict]:
+    if operand is DRIVER:
+        return _driver_daemonsets(snap)
+    ds = snap.daemonset(operand.daemonset)
+    return [ds] if ds else []
+
+
+def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str], list[str]]:
+    """Nodes where the operand's pod is missing or not Ready, and nodes whose driver pod is on an old revision.
+
+    The operator's rule per DaemonSet: ready iff status.numberUnavailable == 0; for the driver (OnDelete) also
+    every pod on the current revision. So these are exactly the nodes that make its state notReady.
+    """
+    down: set[str] = set()
+    outdated: list[str] = []
+    for ds in _operand_daemonsets(snap, operand):
+        st = ds.get("status") or {}
+        pods = [p for p in snap.pods_of(ds) if not p.get("metadata", {}).get("deletionTimestamp")]
+        have = {p.get("spec", {}).get("nodeName") for p in pods}
+        down |= {p.get("spec", {}).get("nodeName") or "<unscheduled>" for p in pods if not pod_ready(p)}
+        selector = ds.get("spec", {}).get("template", {}).get("spec", {}).get("nodeSelector") or {}
+        if selector:
+            down |= {name_of(n) for n in snap.nodes if name_of(n) not in have
+                     and all(labels_of(n).get(k) == v for k, v in selector.items())}
+        if operand is DRIVER and not down and (st.get("updatedNumberScheduled", 0) or 0) < (
+                st.get("desiredNumberScheduled", 0) or 0):
+            outdated.append(name_of(ds))
+    return sorted(down), outdated
+
+
 @check("OPR-003", L, "ClusterPolicy is ready and reconciled",
        hint="status.state=ready is not enough: Ready must be True with reason Reconciled. NoGPUNodes and "
-            "NFDLabelsMissing also report 'ready'. Read the operator's log for the failing state.",
+            "NFDLabelsMissing also report 'ready'. notReady with OperandNotReady names operand states whose pods "
+            "are unavailable on some node: a symptom, judged per node by the later layers.",
        kubectl="kubectl get clusterpolicies.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} "
                "{.status.state} {.status.conditions}{\"\\n\"}{end}'",
-       detects="operand states not ready, no GPU nodes, NFD labels missing")
+       detects="no GPU nodes, NFD labels missing, never reconciled, reconcile errors; operand states notReady "
+               "that no node's unavailable pod explains")
 def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     cp = snap.active_clusterpolicy
     if cp is None:
         return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
     state = cp.get("status", {}).get("state", "")
+    conditions = cp.get("status", {}).get("conditions") or []
     ready = _condition(cp, "Ready")
     error = _condition(cp, "Error")
-    ev = {"object": f"clusterpolicy/{name_of(cp)}", "status.state": state or "<unset>",
-          "Ready": {k: ready.get(k) for k in ("status", "reason", "message")},
-          "Error": {k: error.get(k) for k in ("status", "reason", "message")}}
+    ev: dict = {"object": f"clusterpolicy/{name_of(cp)}", "field": "status", "status.state": state or "<unset>",
+                "Ready": {k: ready.get(k) for k in ("status", "reason", "message")},
+                "Error": {k: error.get(k) for k in ("status", "reason", "message")}}
     reason = ready.get("reason", "")
     if state == "ready" and ready.get("status") == "True" and reason == "Reconciled":
         return [cluster_finding(Status.PASS, "ClusterPolicy ready (Ready=True, reason Reconciled)", **ev)]
+    if state == "ready" and not conditions:
+        return [cluster_finding(Status.PASS, "ClusterPolicy state ready (no status conditions: an operator before "
+                                "v23.9 writes only status.state)", **ev)]
     if reason == "NoGPUNodes":
-        msg = ("ClusterPolicy reports NoGPUNodes: the operator found no node with NFD's NVIDIA PCI label "
-               "(feature.node.kubernetes.io/pci-10de.present), so it deployed nothing")
-    elif reason == "NFDLabelsMissing":
-        msg = ("ClusterPolicy reports NFDLabelsMissing: no node has any feature.node.kubernetes.io/ label — "
-               "Node Feature Discovery is not running or not labelling")
-    elif error.get("reason") == "OperandNotReady" or "states not ready" in (error.get("message") or ""):
-        msg = f"ClusterPolicy notReady (OperandNotReady): {error.get('message') or 'operand states not ready'}"
-    elif not state:
-        msg = "ClusterPolicy has no status: the operator has never reconciled it (is the operator running?)"
-    else:
-        detail = error.get("message") or ready.get("message") or ""
+        return [cluster_finding(Status.FAIL, "ClusterPolicy reports NoGPUNodes: the operator found no node with "
+                                "NFD's NVIDIA PCI label (feature.node.kubernetes.io/pci-10de.present), so it deployed "
+                                "nothing", **ev)]
+    if reason == "NFDLabelsMissing":
+        return [cluster_finding(Status.FAIL, "ClusterPolicy reports NFDLabelsMissing: no node has any "
+                                "feature.node.kubernetes.io/ label — Node Feature Discovery is not running or not "
+                                "labelling", **ev)]
+    if not state:
+        return [cluster_finding(Status.FAIL, "ClusterPolicy has no status: the operator has never reconciled it "
+                                "(is the operator running?)", **ev)]
+    message = error.get("message") or ready.get("message") or ""
+    operand_not_ready = (error.get("reason") == "OperandNotReady" or "states not ready" in message
+                         or (state == "notReady" and not conditions))
+    if not operand_not_ready:
         msg = f"ClusterPolicy state={state}, Ready={ready.get('status', '?')} reason={reason or '?'}" + (
-            f": {detail}" if detail else "")
-    return [cluster_finding(Status.FAIL, msg, **ev)]
+            f": {message}" if message else "")
+        return [cluster_finding(Status.FAIL, msg, **ev)]
+    return [_operand_states_finding(snap, not_ready_states(message), ev)]
+
+
+def _operand_states_finding(snap: ClusterSnapshot, named: list[str], ev: dict) -> Finding:
+    """notReady because of operand states: which states, on which nodes; a symptom where nodes explain it."""
+    states = list(named)
+    for o in OPERANDS:  # before v23.9 no message names the states: read the DaemonSets as the operator does
+        if o.state not in states and any((d.get("status") or {}).get("numberUnavailable")
+                                         for d in _operand_daemonsets(snap, o)):
+            states.append(o.state)
+    where: dict[str, list[str]] = {}
+    upgrading: dict[str, list[str]] = {}
+    unexplained: list[str] = []
+    for st in states:
+        operand = BY_STATE.get(st)
+        nodes, outdated = unavailable_nodes(snap, operand) if operand else ([], [])
+        if nodes:
+            where[st] = nodes
+        elif outdated:
+            upgrading[st] = outdated
+        else:
+            unexplained.append(st)
+    ev = {**ev, "observed": {"states not ready": states, "unavailable on": where,
+                             "driver pods on an old revision (OnDelete)": upgrading},
+          "expected": "every not-ready state explained by unavailable pods on named nodes"}
+    parts = [f"{st} (unavailable on {', '.join(n[:5])}{' …' if len(n) > 5 else ''})" for st, n in where.items()]
+    parts += [f"{st} (DaemonSet {', '.join(ds)}: pods on an old revision, upgrade pending)"
+              for st, ds in upgrading.items()]
+    if unexplained:
+        return Finding(Status.FAIL, "ClusterPolicy notReady (OperandNotReady): no node explains "
+                       f"{', '.join(unexplained)}" + (f"; also {'; '.join(parts)}" if parts else "")
+                       + ": read the operator log for these states", evidence=ev, blocking=False)
+    if not states:
+        return Finding(Status.FAIL, "ClusterPolicy notReady (OperandNotReady) without naming a state, and every "
+                       "operand DaemonSet is available: read the operator log", evidence=ev, blocking=False)
+    return Finding(Status.WARN, "ClusterPolicy notReady (OperandNotReady) — a symptom of: " + "; ".join(parts)
+                   + ". Each of those nodes has its own root cause below; the other nodes are judged on their own",
+                   evidence=ev, blocking=False)
 
 
 @check("OPR-004", L, "operator Deployment is available",
@@ -256,6 +347,13 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
             pod = snap.owned_pod_on_node(ds, n) if ds else None
             if pod is None or pod_ready(pod):
                 continue  # a missing pod is the deploy-labels layer's finding (LBL-002)
+            sp = start_problem(snap, pod)
+            if sp is not None and sp.kind != "image":
+                waiting[o.daemonset] = f"{pod_status_text(pod)}, refused by the container runtime (see DRV-006)"
+                continue
+            if sp is not None:
+                problems[o.daemonset] = f"{name_of(pod)} cannot pull its image ({sp.reason}): {sp.message}"
+                continue
             stuck = stuck_init_container(pod)
             if stuck and stuck["name"] in GATES:
                 waiting[o.daemonset] = f"{pod_status_text(pod)}, waiting in {stuck['name']}"

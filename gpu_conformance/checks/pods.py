@@ -194,12 +194,14 @@ def missing_pod_finding(snapshot: ClusterSnapshot, ns: str, node: str, operand: 
     else:
         where = (f"DaemonSet {operand.daemonset}: desired {st.get('desiredNumberScheduled', 0)}, "
                  f"ready {st.get('numberReady', 0)}")
+    why = why_no_pod(snapshot, ds, node) if ds is not None else ""
     return Finding(Status.FAIL,
-                   f"no {what} pod ({selector}) on {node}: {where}; node label {operand.deploy_label}={label}",
+                   f"no {what} pod ({selector}) on {node}: {where}; node label {operand.deploy_label}={label}"
+                   + (f" — {why}" if why else ""),
                    node=node,
                    evidence={"object": f"DaemonSet/{operand.daemonset}", "field": "pods on node",
                              "observed": "none", "expected": "1 Ready pod", "daemonset_status": st,
-                             "deploy_label": label},
+                             "deploy_label": label, "why": why},
                    kubectl=f"kubectl -n {ns} get pods -o wide -l {selector} --field-selector spec.nodeName={node}")
 
 
@@ -311,3 +313,48 @@ def start_problem(snapshot: ClusterSnapshot, pod: Obj) -> StartProblem | None:
             said = ": ".join(x for x in (f"image {image}" if image else "", message) if x)
             return StartProblem("image", reason, container, said or reason)
     return None
+
+
+# ---- why a DaemonSet has no pod on a node ------------------------------------------------------------------
+# Tolerations the DaemonSet controller adds to every DaemonSet pod by itself.
+_AUTO_TOLERATED = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/disk-pressure",
+                   "node.kubernetes.io/memory-pressure", "node.kubernetes.io/pid-pressure",
+                   "node.kubernetes.io/unschedulable", "node.kubernetes.io/network-unavailable")
+
+
+def tolerates(tolerations: list[Obj], taint: Obj) -> bool:
+    """The scheduler's rule (k8s.io/api/core/v1 Toleration.ToleratesTaint)."""
+    for t in tolerations:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t.get("key") == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def untolerated_taints(node: Obj, tolerations: list[Obj]) -> list[str]:
+    """Taints of the node that keep a pod with these tolerations off it (NoSchedule/NoExecute)."""
+    out = []
+    for taint in node.get("spec", {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute") or taint.get("key") in _AUTO_TOLERATED:
+            continue
+        if not tolerates(tolerations, taint):
+            value = f"={taint['value']}" if taint.get("value") else ""
+            out.append(f"{taint.get('key')}{value}:{taint.get('effect')}")
+    return out
+
+
+def why_no_pod(snapshot: ClusterSnapshot, ds: Obj, node: str) -> str:
+    """The DaemonSet's own words (FailedCreate events: quota, admission) or the node's untolerated taints."""
+    tolerations = ds.get("spec", {}).get("template", {}).get("spec", {}).get("tolerations") or []
+    taints = untolerated_taints(snapshot.node_by_name.get(node, {}), tolerations)
+    if taints:
+        return f"the node has taints the DaemonSet does not tolerate: {', '.join(taints)}"
+    failed = [e for e in snapshot.events_for("DaemonSet", name_of(ds)) if e.get("reason") == "FailedCreate"]
+    if failed:
+        latest = sorted(failed, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-1]
+        return f'the DaemonSet cannot create pods: "{latest.get("message", "")}"'
+    return ""

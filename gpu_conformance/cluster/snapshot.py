@@ -23,6 +23,8 @@ NFD_GPU_LABELS = (
     "feature.node.kubernetes.io/pci-0300_10de.present",
 )
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+# The operator's documented per-node opt-out of every operand.
+OPERANDS_OFF = ("nvidia.com/gpu.deploy.operands", "false")
 
 
 def labels_of(obj: Obj) -> dict[str, str]:
@@ -115,6 +117,10 @@ class ClusterSnapshot:
         `nvidia.com/gpu.present=false` counts: the operator writes it (rather than removing the label)
         when a node's NFD labels disappear, so a GPU node that lost NFD is still found and reported.
         """
+        return [n for n in self._gpu_evidence_nodes if labels_of(n).get(OPERANDS_OFF[0]) != OPERANDS_OFF[1]]
+
+    @cached_property
+    def _gpu_evidence_nodes(self) -> list[Obj]:
         sel = parse_selector(self.gpu_node_selector) if self.gpu_node_selector else None
         out = []
         for n in self.nodes:
@@ -124,6 +130,12 @@ class ClusterSnapshot:
                 continue
             out.append(n)
         return sorted(out, key=name_of)
+
+    @cached_property
+    def excluded_gpu_nodes(self) -> list[Obj]:
+        """GPU nodes an admin took out of the GPU Operator's hands (nvidia.com/gpu.deploy.operands=false, usually
+        with nvidia.com/gpu.present=false): not judged, listed as excluded."""
+        return [n for n in self._gpu_evidence_nodes if labels_of(n).get(OPERANDS_OFF[0]) == OPERANDS_OFF[1]]
 
     @cached_property
     def gpu_node_names(self) -> list[str]:

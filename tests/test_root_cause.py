@@ -1,0 +1,187 @@
+"""Per-node root causes as a real cluster presents them (issue 8): ClusterPolicy notReady is a symptom, node
+health comes first, the runtime's and the registry's own words outrank a guess from a stuck validator."""
+
+from __future__ import annotations
+
+import copy
+
+from factory import (
+    add_event,
+    crash_container,
+    healthy_snapshot,
+    pod_for,
+    refresh,
+    sandbox_refused,
+    set_node_condition,
+    stuck_init,
+)
+
+from gpu_conformance import catalogue
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.model import Layer, Status
+from gpu_conformance.settings import Settings
+from gpu_conformance.verdict import NOT_CONFORMANT, Verdict, decide
+
+DRIVER = "nvidia-driver-daemonset"
+VALIDATOR = "nvidia-operator-validator"
+DCGM_EXPORTER = "nvidia-dcgm-exporter"
+NO_NVIDIA_RUNTIME = ('Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: '
+                     'no runtime for "nvidia" is configured')
+
+
+def judge(snap: ClusterSnapshot) -> Verdict:
+    refresh(snap)
+    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(snap, Settings())]
+    layers = [layer for layer in Layer if layer != Layer.PROBE]
+    return decide(catalogue.all_checks(), findings, snap.gpu_node_names, layers)
+
+
+def causes(v: Verdict) -> dict[str, str | None]:
+    return {n.node: n.root_cause.check_id if n.root_cause else None for n in v.nodes}
+
+
+def not_ready(snap: ClusterSnapshot, message: str) -> None:
+    """What the real operator writes when any operand DaemonSet has an unavailable pod."""
+    cp = snap.clusterpolicies[0]
+    cp["status"]["state"] = "notReady"
+    cp["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "Error", "message": ""},
+        {"type": "Error", "status": "True", "reason": "OperandNotReady", "message": message}]
+
+
+def test_one_crashlooping_driver_is_that_nodes_root_cause_not_the_clusters() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    crash_container(pod_for(snap, DRIVER, "gpu-node-2"), "nvidia-driver-ctr", restarts=9, snapshot=snap)
+    not_ready(snap, "ClusterPolicy is not ready, states not ready: [state-driver]")
+    v = judge(snap)
+    assert v.cluster_blocker is None
+    assert causes(v) == {"gpu-node-1": None, "gpu-node-2": "DRV-002", "gpu-node-3": None}
+    opr3 = v.outcomes["OPR-003"]
+    assert opr3.status == Status.WARN and "gpu-node-2" in opr3.findings[0].message
+    assert v.overall == NOT_CONFORMANT
+
+
+def test_not_ready_state_that_no_node_explains_fails_without_blocking_nodes() -> None:
+    snap = healthy_snapshot("v26.3.3")
+    not_ready(snap, "ClusterPolicy is not ready; states not ready: [state-sandbox-device-plugin]")
+    v = judge(snap)
+    assert v.cluster_blocker is None and causes(v) == {n: None for n in snap.gpu_node_names}
+    assert v.outcomes["OPR-003"].status == Status.FAIL and v.overall == NOT_CONFORMANT
+
+
+def test_no_gpu_nodes_still_blocks_everything() -> None:
+    snap = healthy_snapshot()
+    cp = snap.clusterpolicies[0]
+    cp["status"]["conditions"][0].update({"reason": "NoGPUNodes"})
+    v = judge(snap)
+    assert v.cluster_blocker is not None and v.cluster_blocker.check_id == "OPR-003"
+
+
+def test_pre_conditions_operator_reads_daemonsets() -> None:
+    # v22.9-v23.6 write only status.state; the states come from the DaemonSets as the operator computes them.
+    snap = healthy_snapshot("v25.3.4")
+    crash_container(pod_for(snap, DRIVER, "gpu-node-1"), "nvidia-driver-ctr", snapshot=snap)
+    snap.clusterpolicies[0]["status"] = {"state": "notReady", "namespace": "gpu-operator"}
+    v = judge(snap)
+    assert "state-driver" in v.outcomes["OPR-003"].findings[0].message
+    assert causes(v)["gpu-node-1"] == "DRV-002" and causes(v)["gpu-node-2"] is None
+
+
+def test_node_not_ready_is_the_root_cause_ahead_of_its_pods() -> None:
+    snap = healthy_snapshot()
+    set_node_condition(snap, "gpu-node-3", "Ready", "False", "KubeletNotReady",
+                       "container runtime is down, PLEG is not healthy")
+    # Its operand pods look broken as a consequence (the real case: "NFD worker is Running" was blamed).
+    crash_container(pod_for(snap, DCGM_EXPORTER, "gpu-node-3"), "nvidia-dcgm-exporter", snapshot=snap)
+    stuck_init(pod_for(snap, VALIDATOR, "gpu-node-3"), "driver-validation", reason="Running", restarts=0,
+               snapshot=snap)
+    v = judge(snap)
+    node = next(n for n in v.nodes if n.node == "gpu-node-3")
+    assert node.root_cause is not None and node.root_cause.check_id == "NFD-004"
+    assert "container runtime is down" in node.root_cause.message
+    assert v.outcomes["OPR-007"].status == Status.BLOCKED  # the DCGM exporter is a consequence
+    assert causes(v)["gpu-node-1"] is None
+
+
+def test_unreachable_node_and_pressure() -> None:
+    snap = healthy_snapshot()
+    set_node_condition(snap, "gpu-node-1", "Ready", "Unknown", "NodeStatusUnknown",
+                       "Kubelet stopped posting node status.")
+    set_node_condition(snap, "gpu-node-2", "DiskPressure", "True", "KubeletHasDiskPressure",
+                       "kubelet has disk pressure")
+    v = judge(snap)
+    assert causes(v) == {"gpu-node-1": "NFD-004", "gpu-node-2": "NFD-004", "gpu-node-3": None}
+    msgs = {n.node: n.root_cause.message for n in v.nodes if n.root_cause}
+    assert "Unknown" in msgs["gpu-node-1"] and "DiskPressure" in msgs["gpu-node-2"]
+
+
+def test_cordoned_node_warns_and_passes() -> None:
+    snap = healthy_snapshot()
+    snap.nodes[0]["spec"]["unschedulable"] = True
+    v = judge(snap)
+    assert causes(v)[snap.nodes[0]["metadata"]["name"]] is None
+    f = next(f for f in v.outcomes["NFD-004"].findings if f.node == snap.nodes[0]["metadata"]["name"])
+    assert f.status == Status.WARN and "cordoned" in f.message and "not probed" in f.message
+
+
+def test_runtime_without_nvidia_handler_is_named_ahead_of_the_validator() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    for app in (VALIDATOR, "nvidia-device-plugin-daemonset", "gpu-feature-discovery", DCGM_EXPORTER):
+        sandbox_refused(snap, pod_for(snap, app, "gpu-node-1"), NO_NVIDIA_RUNTIME)
+    v = judge(snap)
+    rc = next(n for n in v.nodes if n.node == "gpu-node-1").root_cause
+    assert rc is not None and rc.check_id == "DRV-006"
+    assert "no nvidia handler" in rc.message and 'no runtime for "nvidia" is configured' in rc.message
+    assert causes(v)["gpu-node-2"] is None
+
+
+def test_cri_o_runtime_handler_and_unresolvable_cdi() -> None:
+    snap = healthy_snapshot("v26.3.3")
+    sandbox_refused(snap, pod_for(snap, VALIDATOR, "gpu-node-1"),
+                    'rpc error: code = Unknown desc = RuntimeHandler "nvidia" not supported')
+    pod = pod_for(snap, "nvidia-device-plugin-daemonset", "gpu-node-2")
+    crash_container(pod, "nvidia-device-plugin", reason="CreateContainerError", restarts=0,
+                    message='failed to create containerd container: CDI device injection failed: unresolvable CDI '
+                            'devices nvidia.com/gpu=all', snapshot=snap)
+    v = judge(snap)
+    assert causes(v)["gpu-node-1"] == "DRV-006" and causes(v)["gpu-node-2"] == "DRV-006"
+    msg2 = next(n for n in v.nodes if n.node == "gpu-node-2").root_cause.message  # type: ignore[union-attr]
+    assert "CDI" in msg2
+
+
+def test_driver_image_pull_is_an_image_problem() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    pod = pod_for(snap, DRIVER, "gpu-node-1")
+    crash_container(pod, "nvidia-driver-ctr", reason="ImagePullBackOff", restarts=0,
+                    message='Back-off pulling image "nvcr.io/nvidia/driver:570.172.08-ubuntu24.04"', snapshot=snap)
+    v = judge(snap)
+    rc = next(n for n in v.nodes if n.node == "gpu-node-1").root_cause
+    assert rc is not None and rc.check_id == "DRV-002"
+    assert "cannot pull its image" in rc.message and "not a failure of the program" in rc.message
+    assert "kernel" not in rc.message
+
+
+def test_missing_operand_pod_names_untolerated_taint_and_failed_create() -> None:
+    snap = healthy_snapshot()
+    snap.pods.remove(pod_for(snap, "gpu-feature-discovery", "gpu-node-1"))
+    snap.nodes[0]["spec"].setdefault("taints", []).append({"key": "dedicated", "value": "ml",
+                                                           "effect": "NoSchedule"})
+    snap.pods.remove(pod_for(snap, "nvidia-device-plugin-daemonset", "gpu-node-2"))
+    add_event(snap, "DaemonSet", "nvidia-device-plugin-daemonset", "FailedCreate",
+              'Error creating: pods "nvidia-device-plugin-daemonset-x" is forbidden: exceeded quota: gpu-quota')
+    v = judge(snap)
+    msgs = {n.node: n.root_cause.message for n in v.nodes if n.root_cause}
+    assert "dedicated=ml:NoSchedule" in msgs[snap.nodes[0]["metadata"]["name"]]
+    assert "exceeded quota" in msgs["gpu-node-2"]
+
+
+def test_second_clusterpolicy_is_reported_not_failed() -> None:
+    snap = healthy_snapshot()
+    other = copy.deepcopy(snap.clusterpolicies[0])
+    other["metadata"].update({"name": "team-b-policy", "creationTimestamp": "2026-11-01T00:00:00Z"})
+    other["status"] = {"state": "ignored"}
+    snap.clusterpolicies.append(other)
+    v = judge(snap)
+    f = v.outcomes["OPR-002"].findings[0]
+    assert f.status == Status.WARN and "acts on the oldest, cluster-policy" in f.message and "team-b" in f.message
+    assert causes(v) == {n: None for n in snap.gpu_node_names}
