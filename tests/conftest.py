@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# Every check registers itself when the catalogue imports the check modules; a test module run alone must see them.
+import gpu_conformance.catalogue  # noqa: F401
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 _binaries: dict[str, str | None] = {}
