@@ -7,7 +7,6 @@ import secrets
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from gpu_conformance import catalogue
 from gpu_conformance.checks.common import operator_image, operator_version
@@ -20,6 +19,7 @@ from gpu_conformance.operands import CLUSTERPOLICY_CRD, DRIVER, DRIVER_COMPONENT
 from gpu_conformance.probe import Probe, ProbeRun
 from gpu_conformance.run_result import RunResult
 from gpu_conformance.settings import Settings
+from gpu_conformance.targets import Target, open_target
 from gpu_conformance.verdict import CheckOutcome, Verdict, decide
 
 POLICY_SWITCHES = {
@@ -64,7 +64,8 @@ class ConformanceRun:
         self._t0 = time.monotonic()
         if not settings.run_id:
             settings.run_id = new_run_id()
-        self.sim: Any = None
+        # What --cluster started (the simulated cluster), stopped in close().
+        self.target_handle: Target | None = None
         self.conn: Connection | None = None
         self.snapshot: ClusterSnapshot | None = None
         self.findings: list[Finding] = []
@@ -74,12 +75,9 @@ class ConformanceRun:
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        if self.target == "sim":
-            from gpu_conformance.sim.session import boot_sim
-
-            self.sim = boot_sim(self.settings)
-            self.settings.kubeconfig = str(self.sim.kubeconfig)
-            self.settings.context = None
+        target = open_target(self.target, self.settings)
+        self.target_handle = target
+        self.settings.kubeconfig, self.settings.context = target.kubeconfig, target.context
         self.conn = connect(self.settings.kubeconfig, self.settings.context)
         snap = read_snapshot(self.conn, self.settings.operator_namespace, self.settings.gpu_node_selector)
         if CLUSTERPOLICY_CRD not in snap.crds and not snap.operator_pods and not snap.clusterpolicies:
@@ -104,9 +102,9 @@ class ConformanceRun:
     def close(self) -> None:
         if self.conn:
             self.conn.close()
-        if self.sim is not None:
-            self.sim.stop()
-            self.sim = None
+        if self.target_handle is not None:
+            self.target_handle.stop()
+            self.target_handle = None
 
     # ---- outcomes --------------------------------------------------------------------------
     def verdict(self) -> Verdict:
