@@ -185,3 +185,15 @@ def test_second_clusterpolicy_is_reported_not_failed() -> None:
     f = v.outcomes["OPR-002"].findings[0]
     assert f.status == Status.WARN and "acts on the oldest, cluster-policy" in f.message and "team-b" in f.message
     assert causes(v) == {n: None for n in snap.gpu_node_names}
+
+
+def test_unified_memory_gpu_without_memory_label_passes_with_a_warning() -> None:
+    # GB10 (DGX Spark): GFD publishes no nvidia.com/gpu.memory, the node is healthy.
+    snap = healthy_snapshot("v25.10.1")
+    for n in snap.nodes:
+        labels = n["metadata"]["labels"]
+        if labels.pop("nvidia.com/gpu.memory", None) is not None:
+            labels["nvidia.com/gpu.product"] = "NVIDIA-GB10"
+    v = judge(snap)
+    assert causes(v) == {n: None for n in snap.gpu_node_names}
+    assert v.outcomes["DPL-005"].status == Status.WARN

@@ -39,9 +39,14 @@ GPU = "nvidia.com/gpu"
 GPU_SHARED = "nvidia.com/gpu.shared"
 MIG_PREFIX = "nvidia.com/mig-"
 DP_CONTAINER = "nvidia-device-plugin"
-GFD_REQUIRED = (("nvidia.com/gpu.product",), ("nvidia.com/gpu.count",), ("nvidia.com/gpu.memory",),
+# What GFD publishes for every GPU family and sharing mode (MIG single/mixed, time-slicing, MPS, vGPU). Any of
+# the alternatives counts: the cuda.driver.* names are the older spelling.
+GFD_REQUIRED = (("nvidia.com/gpu.product",), ("nvidia.com/gpu.count",),
                 ("nvidia.com/cuda.driver-version.full", "nvidia.com/cuda.driver-version.major",
                  "nvidia.com/cuda.driver.major"))
+# Published only where NVML reports the GPU's own memory: unified-memory GPUs (GB10 in DGX Spark, Grace-Blackwell
+# integrated parts) have none, so its absence is worth a warning, never a failure.
+GFD_USUALLY = ("nvidia.com/gpu.memory",)
 HINT_PRESENT = ("`nvidia.com/gpu.present=true` only means the GPU hardware was detected, not that installation is "
                 "done: look at allocatable and the validator. If the plugin's connection to kubelet drops, kubelet "
                 "marks the devices unhealthy (allocatable 0) and removes the resource after 5 minutes.")
@@ -289,8 +294,8 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
             "the nvidia.com namespace (the operator's chart sets extraLabelNs). A GFD pod in Init:0/1 is blocked "
             "upstream by toolkit-validation.",
        kubectl="kubectl get node {node} -o json | grep -o 'nvidia.com/[a-z.-]*'",
-       detects="GPU node without nvidia.com/gpu.product, gpu.count, gpu.memory or cuda.driver-version.* while GFD "
-               "is enabled")
+       detects="GPU node without nvidia.com/gpu.product, gpu.count or cuda.driver-version.* while GFD is enabled "
+               "(a missing gpu.memory only warns: unified-memory GPUs have none)")
 def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
@@ -307,10 +312,16 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
         ev = {"object": f"Node/{node}", "field": "metadata.labels", "observed": {
             a: labels.get(a) for alts in GFD_REQUIRED for a in alts[:1]}, "expected": [a[0] for a in GFD_REQUIRED]}
         if not missing:
-            cuda = next(labels[a] for a in GFD_REQUIRED[3] if a in labels)
-            out.append(Finding(Status.PASS, f"GFD labels present ({labels['nvidia.com/gpu.product']}"
-                               f" × {labels['nvidia.com/gpu.count']}, {labels['nvidia.com/gpu.memory']} MiB, "
-                               f"driver {cuda})", node=node, evidence=ev))
+            cuda = next(labels[a] for a in GFD_REQUIRED[2] if a in labels)
+            memory = labels.get(GFD_USUALLY[0])
+            shown = (f"GFD labels present ({labels['nvidia.com/gpu.product']} × {labels['nvidia.com/gpu.count']}"
+                     f"{f', {memory} MiB' if memory else ''}, driver {cuda})")
+            if memory is None:
+                out.append(Finding(Status.WARN, f"{shown}; no {GFD_USUALLY[0]}: GFD omits it on unified-memory "
+                                   "GPUs (e.g. GB10), elsewhere NVML could not read the memory size", node=node,
+                                   evidence={**ev, "usually": list(GFD_USUALLY)}))
+            else:
+                out.append(Finding(Status.PASS, shown, node=node, evidence=ev))
             continue
         pod = app_pod(snapshot, ops.GFD.app, node)
         if pod is None:
@@ -324,6 +335,7 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
                      "(nfd-master extraLabelNs / NodeFeature API)")
             cmd = logs_cmd(ns, pod, "gpu-feature-discovery")
         ev["gfd_pod"] = state
+        missing += [a for a in GFD_USUALLY if a not in labels]
         out.append(Finding(Status.FAIL, f"{node} lacks GFD labels {', '.join(missing)}: {state}",
                            node=node, evidence=ev, kubectl=cmd))
     return out
