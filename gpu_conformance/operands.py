@@ -118,3 +118,14 @@ def expected_deploy_labels(operator_version: str | tuple[int, int, int] | None,
     if mig_capable:
         labels.append(MIG_DEPLOY_LABEL)
     return tuple(labels)
+
+
+# The ClusterPolicy switches a report shows, in the order people ask about them: label -> spec path.
+POLICY_SWITCHES = {
+    "driver": ("driver", "enabled"), "driver CRD": ("driver", "useNvidiaDriverCRD"),
+    "toolkit": ("toolkit", "enabled"), "device plugin": ("devicePlugin", "enabled"), "GFD": ("gfd", "enabled"),
+    "DCGM exporter": ("dcgmExporter", "enabled"), "DCGM": ("dcgm", "enabled"),
+    "MIG manager": ("migManager", "enabled"), "MIG strategy": ("mig", "strategy"),
+    "CDI": ("cdi", "enabled"), "CDI NRI plugin": ("cdi", "nriPluginEnabled"),
+    "sandbox workloads": ("sandboxWorkloads", "enabled"),
+}

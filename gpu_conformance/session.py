@@ -15,21 +15,12 @@ from gpu_conformance.cluster.reader import read_snapshot
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
 from gpu_conformance.model import LAYER_ORDER, Finding, Layer, Status
-from gpu_conformance.operands import CLUSTERPOLICY_CRD, DRIVER, DRIVER_COMPONENT_LABEL
+from gpu_conformance.operands import CLUSTERPOLICY_CRD, DRIVER, DRIVER_COMPONENT_LABEL, POLICY_SWITCHES
 from gpu_conformance.probe import Probe, ProbeRun
 from gpu_conformance.run_result import RunResult
 from gpu_conformance.settings import Settings
 from gpu_conformance.targets import Target, open_target
 from gpu_conformance.verdict import CheckOutcome, Verdict, decide
-
-POLICY_SWITCHES = {
-    "driver": ("driver", "enabled"), "driver CRD": ("driver", "useNvidiaDriverCRD"),
-    "toolkit": ("toolkit", "enabled"), "device plugin": ("devicePlugin", "enabled"), "GFD": ("gfd", "enabled"),
-    "DCGM exporter": ("dcgmExporter", "enabled"), "DCGM": ("dcgm", "enabled"),
-    "MIG manager": ("migManager", "enabled"), "MIG strategy": ("mig", "strategy"),
-    "CDI": ("cdi", "enabled"), "CDI NRI plugin": ("cdi", "nriPluginEnabled"),
-    "sandbox workloads": ("sandboxWorkloads", "enabled"),
-}
 
 
 def new_run_id() -> str:

@@ -1,7 +1,7 @@
 """Synthetic RunResults for the reporter tests, built through the real verdict.decide.
 
-The checks here are made up on purpose (func=None): the reporters must work for any catalogue, and the
-real one is being written elsewhere. Findings carry hint/kubectl filled in the way Check._complete does.
+The checks are the real catalogue's and the policy keys the ones the session writes, so a reporter cannot pass
+on a vocabulary the product never produces. Findings carry hint/kubectl filled in the way Check.run does.
 """
 
 from __future__ import annotations
@@ -14,42 +14,15 @@ from collections.abc import Iterable
 from html.parser import HTMLParser
 from typing import Any
 
+from gpu_conformance import catalogue
 from gpu_conformance.model import Check, Finding, Layer, Status
 from gpu_conformance.run_result import RunResult
 from gpu_conformance.verdict import decide
 
 NAMESPACE = "gpu-operator"
 
-CHECKS: list[Check] = [
-    Check("OP-001", Layer.OPERATOR, "ClusterPolicy is ready",
-          hint="Read ClusterPolicy.status and the operator log for the failing state.",
-          kubectl="kubectl get clusterpolicies.nvidia.com -o wide"),
-    Check("OP-002", Layer.OPERATOR, "Operator pod is running",
-          hint="Look at the operator pod's events.",
-          kubectl="kubectl -n {ns} get pods -l app=gpu-operator -o wide"),
-    Check("NFD-001", Layer.NFD, "NFD labels the node as an NVIDIA PCI device (pci-10de.present)",
-          hint="Is the NFD worker running on this node?",
-          kubectl="kubectl get node {node} -L feature.node.kubernetes.io/pci-10de.present"),
-    Check("DL-001", Layer.DEPLOY_LABELS, "nvidia.com/gpu.deploy.* labels allow the operands",
-          hint="A deploy label set to false keeps an operand off the node.",
-          kubectl="kubectl get node {node} -L nvidia.com/gpu.deploy.driver"),
-    Check("DRV-001", Layer.DRIVER_TOOLKIT, "Driver pod is ready",
-          hint="Read the driver container log.",
-          kubectl="kubectl -n {ns} get pods -l app=nvidia-driver-daemonset --field-selector spec.nodeName={node}"),
-    Check("DRV-004", Layer.DRIVER_TOOLKIT, "Validator chain completed",
-          hint="The first init container that has not completed names the broken component.",
-          kubectl="kubectl -n {ns} get pods -l app=nvidia-operator-validator -o wide "
-                  "--field-selector spec.nodeName={node}"),
-    Check("DP-001", Layer.DEVICE_PLUGIN, "Node advertises nvidia.com/gpu",
-          hint="Read the device plugin log on this node.",
-          kubectl="kubectl get node {node} -o jsonpath='{.status.allocatable}'"),
-    Check("DP-002", Layer.DEVICE_PLUGIN, "RuntimeClass nvidia exists",
-          hint="The toolkit creates it; check the ClusterPolicy toolkit settings.",
-          kubectl="kubectl get runtimeclass nvidia"),
-    Check("PRB-001", Layer.PROBE, "A probe pod runs nvidia-smi on the node",
-          hint="Read the probe pod's events and logs.",
-          kubectl="kubectl -n {ns} get pods -l app=gpu-conformance-probe -o wide"),
-]
+# The real catalogue's checks: report tests must speak the vocabulary the product produces.
+CHECKS: list[Check] = catalogue.all_checks()
 _BY_ID = {c.id: c for c in CHECKS}
 
 CLUSTER = {
@@ -59,15 +32,17 @@ CLUSTER = {
     "requests": 42,
     "read_seconds": 1.8,
 }
+# What the session writes for a v24.9-style install (keys from operands.POLICY_SWITCHES, in a shuffled order
+# so that the report's own ordering is what the tests see).
 POLICY = {
+    "GFD": True,
+    "MIG strategy": "single",
+    "CDI": False,
+    "device plugin": True,
     "driver": True,
     "toolkit": True,
-    "device_plugin": True,
-    "cdi": False,
-    "nri": False,
-    "mig_strategy": "single",
-    "gfd": True,
-    "dcgm_exporter": True,
+    "CDI NRI plugin": False,
+    "DCGM exporter": True,
 }
 
 # The failing node's root cause, as the brief words it.
@@ -103,10 +78,10 @@ def node_names(n: int) -> list[str]:
 
 def cluster_pass() -> list[Finding]:
     return [
-        finding("OP-001", Status.PASS, "ClusterPolicy cluster-policy is ready",
+        finding("OPR-003", Status.PASS, "ClusterPolicy cluster-policy is ready",
                 evidence={"object": "clusterpolicy/cluster-policy", "status.state": "ready"}),
-        finding("OP-002", Status.PASS, "gpu-operator-6d9f7b8c4-x2x9q is Running"),
-        finding("DP-002", Status.PASS, "RuntimeClass nvidia has handler nvidia"),
+        finding("OPR-004", Status.PASS, "gpu-operator-6d9f7b8c4-x2x9q is Running"),
+        finding("DPL-008", Status.PASS, "RuntimeClass nvidia has handler nvidia"),
     ]
 
 
@@ -114,15 +89,15 @@ def node_pass(node: str, layers: Iterable[Layer] | None = None) -> list[Finding]
     """Passing findings for one node, for the given layers (all node-level checks by default)."""
     wanted = set(layers) if layers is not None else None
     out = [
-        finding("NFD-001", Status.PASS, f"{node} has feature.node.kubernetes.io/pci-10de.present=true", node),
-        finding("DL-001", Status.PASS, "no deploy label disables an operand", node),
+        finding("NFD-002", Status.PASS, f"{node} has feature.node.kubernetes.io/pci-10de.present=true", node),
+        finding("LBL-001", Status.PASS, "no deploy label disables an operand", node),
         # Pod names differ per node, as in a real cluster: these findings cannot be merged into one.
-        finding("DRV-001", Status.PASS, f"{pod_name('nvidia-driver-daemonset', node)} is Ready (driver 550.127.05)",
+        finding("DRV-002", Status.PASS, f"{pod_name('nvidia-driver-daemonset', node)} is Ready (driver 550.127.05)",
                 node),
         finding("DRV-004", Status.PASS, "all validator init containers completed", node),
-        finding("DP-001", Status.PASS, f"{node} advertises 8 nvidia.com/gpu", node,
+        finding("DPL-002", Status.PASS, f"{node} advertises 8 nvidia.com/gpu", node,
                 evidence={"object": f"node/{node}", "status.allocatable.nvidia.com/gpu": "8"}),
-        finding("PRB-001", Status.PASS, "nvidia-smi saw 1 GPU", node),
+        finding("PRB-003", Status.PASS, "nvidia-smi saw 1 GPU", node),
     ]
     return [f for f in out if wanted is None or _BY_ID[f.check_id].layer in wanted]
 
@@ -188,13 +163,13 @@ def driver_failure_findings(node: str = DRIVER_FAIL_NODE, extra_evidence: dict[s
         **(extra_evidence or {}),
     }
     return [
-        finding("NFD-001", Status.PASS, f"{node} has feature.node.kubernetes.io/pci-10de.present=true", node),
-        finding("DL-001", Status.PASS, "no deploy label disables an operand", node),
-        finding("DRV-001", Status.PASS, f"nvidia-driver-daemonset pod on {node} is Ready", node),
+        finding("NFD-002", Status.PASS, f"{node} has feature.node.kubernetes.io/pci-10de.present=true", node),
+        finding("LBL-001", Status.PASS, "no deploy label disables an operand", node),
+        finding("DRV-002", Status.PASS, f"nvidia-driver-daemonset pod on {node} is Ready", node),
         finding("DRV-004", Status.FAIL, message, node, evidence),
-        finding("DP-001", Status.FAIL, f"{node} advertises 0 nvidia.com/gpu", node,
+        finding("DPL-002", Status.FAIL, f"{node} advertises 0 nvidia.com/gpu", node,
                 evidence={"object": f"node/{node}", "status.allocatable.nvidia.com/gpu": "0"}),
-        finding("PRB-001", Status.FAIL, "probe pod stayed Pending: Insufficient nvidia.com/gpu", node),
+        finding("PRB-003", Status.FAIL, "probe pod stayed Pending: Insufficient nvidia.com/gpu", node),
     ]
 
 
@@ -214,14 +189,14 @@ def operator_failure_cluster(**kw: Any) -> RunResult:
     """The operator layer fails cluster-wide: every node's root cause is the operator, the rest is blocked."""
     nodes = node_names(3)
     findings = [
-        finding("OP-001", Status.FAIL, OPERATOR_FAIL_MESSAGE,
+        finding("OPR-003", Status.FAIL, OPERATOR_FAIL_MESSAGE,
                 evidence={"object": "clusterpolicy/cluster-policy", "status.state": "notReady"}),
-        finding("OP-002", Status.PASS, "gpu-operator-6d9f7b8c4-x2x9q is Running"),
-        finding("DP-002", Status.FAIL, "RuntimeClass nvidia not found"),
+        finding("OPR-004", Status.PASS, "gpu-operator-6d9f7b8c4-x2x9q is Running"),
+        finding("DPL-008", Status.FAIL, "RuntimeClass nvidia not found"),
     ]
     for node in nodes:
         findings += node_pass(node, [Layer.NFD, Layer.DEPLOY_LABELS])
-        findings.append(finding("DRV-001", Status.FAIL, f"no driver pod on {node}", node))
+        findings.append(finding("DRV-002", Status.FAIL, f"no driver pod on {node}", node))
     probe = {"pods": [], "skipped": "the operator layer failed cluster-wide; no probe pod was started"}
     return make_result(nodes, findings, probe=probe, **kw)
 
@@ -231,7 +206,7 @@ LARGE_PLUGIN_FAILING = [f"gpu-node-{i}" for i in range(997, 1000)]  # 3 nodes at
 
 
 def fleet(n: int, driver_failing: Iterable[str] = (), plugin_failing: Iterable[str] = (), **kw: Any) -> RunResult:
-    """n GPU nodes: some fail at driver-toolkit (DRV-004), some at device-plugin (DP-001), the rest pass."""
+    """n GPU nodes: some fail at driver-toolkit (DRV-004), some at device-plugin (DPL-002), the rest pass."""
     nodes = node_names(n)
     drv, plug = set(driver_failing), set(plugin_failing)
     findings = cluster_pass()
@@ -241,9 +216,9 @@ def fleet(n: int, driver_failing: Iterable[str] = (), plugin_failing: Iterable[s
             findings += driver_failure_findings(node, message=f"validator on {node} stuck in toolkit-validation")
         elif node in plug:
             findings += node_pass(node, [Layer.NFD, Layer.DEPLOY_LABELS, Layer.DRIVER_TOOLKIT])
-            findings.append(finding("DP-001", Status.FAIL, f"{node} advertises 0 nvidia.com/gpu", node,
+            findings.append(finding("DPL-002", Status.FAIL, f"{node} advertises 0 nvidia.com/gpu", node,
                                     evidence={"object": f"node/{node}", "status.allocatable.nvidia.com/gpu": "0"}))
-            findings.append(finding("PRB-001", Status.FAIL, "probe pod stayed Pending", node))
+            findings.append(finding("PRB-003", Status.FAIL, "probe pod stayed Pending", node))
         else:
             findings += node_pass(node)
     probe = {"pods": [probe_pod(node, ok=node not in drv | plug) for node in nodes], "skipped": ""}

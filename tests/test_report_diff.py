@@ -25,6 +25,8 @@ from gpu_conformance.report.diff import diff_runs, format_diff
 from gpu_conformance.report.json_report import load_json, result_dict, write_json
 from gpu_conformance.run_result import RunResult
 
+CHAIN = "Validator chain driver → toolkit → cuda completed"
+
 
 def d(result: RunResult) -> dict[str, Any]:
     return result_dict(result)
@@ -45,35 +47,35 @@ def test_new_failure() -> None:
     assert diff.regressed
     assert format_diff(diff).splitlines() == [
         "verdict: CONFORMANT -> NOT CONFORMANT",
-        "newly failing: DRV-004 [driver-toolkit] Validator chain completed on gpu-node-1 (was pass)",
+        f"newly failing: DRV-004 [driver-toolkit] {CHAIN} on gpu-node-1 (was pass)",
         f"node gpu-node-1: new failure at driver-toolkit (DRV-004): {DRIVER_FAIL_MESSAGE}",
     ]
 
 
 def test_fixed() -> None:
     diff = diff_runs(d(driver_failure_cluster()), d(healthy_cluster()))
-    # DP-001 was blocked, not failing, in the old run: only the root cause counts as fixed.
+    # DPL-002 was blocked, not failing, in the old run: only the root cause counts as fixed.
     assert [(c.check_id, c.nodes, c.new_status) for c in diff.fixed] == [("DRV-004", ["gpu-node-1"], "pass")]
     assert diff.newly_failing == []
     assert [(n.node, n.kind) for n in diff.nodes] == [("gpu-node-1", "fixed")]
     assert not diff.regressed
     assert format_diff(diff).splitlines() == [
         "verdict: NOT CONFORMANT -> CONFORMANT",
-        "fixed: DRV-004 [driver-toolkit] Validator chain completed (was failing on gpu-node-1, now pass)",
+        f"fixed: DRV-004 [driver-toolkit] {CHAIN} (was failing on gpu-node-1, now pass)",
         f"node gpu-node-1: fixed (was driver-toolkit (DRV-004): {DRIVER_FAIL_MESSAGE})",
     ]
 
 
 def test_operator_version_policy_and_driver_config() -> None:
     old = healthy_cluster(operator=operator_info("v24.6.2"))
-    new = healthy_cluster(operator=operator_info("v24.9.0", cdi=True),
+    new = healthy_cluster(operator=operator_info("v24.9.0", **{"CDI": True}),
                           driver_config={"gpu-node-0": "operator", "gpu-node-1": "operator", "gpu-node-2": "host"})
     diff = diff_runs(d(old), d(new))
     assert diff.operator_version and (diff.operator_version.old, diff.operator_version.new) == ("v24.6.2", "v24.9.0")
     assert diff.verdict is None
     assert format_diff(diff).splitlines() == [
         "operator version: v24.6.2 -> v24.9.0",
-        "policy cdi: off -> on",
+        "policy CDI: off -> on",
         "driver config gpu-node-2: operator -> host",
     ]
 
@@ -82,16 +84,16 @@ def test_root_cause_moves_to_another_layer() -> None:
     nodes = node_names(3)
     old = driver_failure_cluster()
     findings = cluster_pass() + node_pass("gpu-node-0") + node_pass("gpu-node-2")
-    findings.append(finding("NFD-001", Status.FAIL, "gpu-node-1 lost pci-10de.present", "gpu-node-1"))
+    findings.append(finding("NFD-002", Status.FAIL, "gpu-node-1 lost pci-10de.present", "gpu-node-1"))
     # The validator is still stuck, but now an earlier layer explains it.
     findings.append(finding("DRV-004", Status.FAIL, DRIVER_FAIL_MESSAGE, "gpu-node-1"))
     new = make_result(nodes, findings)
     diff = diff_runs(d(old), d(new))
     assert [(n.node, n.kind) for n in diff.nodes] == [("gpu-node-1", "changed")]
     text = format_diff(diff)
-    assert ("node gpu-node-1: root cause moved from driver-toolkit (DRV-004) to nfd (NFD-001): "
+    assert ("node gpu-node-1: root cause moved from driver-toolkit (DRV-004) to nfd (NFD-002): "
             "gpu-node-1 lost pci-10de.present") in text.splitlines()
-    assert "newly failing: NFD-001 [nfd]" in text
+    assert "newly failing: NFD-002 [nfd]" in text
     # DRV-004 did not recover on gpu-node-1: it is hidden behind the earlier failure, so not "fixed".
     assert [c.check_id for c in diff.fixed] == []
 
@@ -103,10 +105,10 @@ def test_failure_spreads_and_shrinks() -> None:
     two = make_result(nodes, base + driver_failure_findings("gpu-node-1") + driver_failure_findings("gpu-node-0"))
     spread = diff_runs(d(one), d(two))
     assert [(c.check_id, c.old_status, c.nodes) for c in spread.newly_failing] == [("DRV-004", "fail", ["gpu-node-0"])]
-    assert "now also failing: DRV-004 [driver-toolkit] Validator chain completed on gpu-node-0" in format_diff(spread)
+    assert f"now also failing: DRV-004 [driver-toolkit] {CHAIN} on gpu-node-0" in format_diff(spread)
     shrink = diff_runs(d(two), d(one))
     assert [(c.check_id, c.new_status, c.nodes) for c in shrink.fixed] == [("DRV-004", "fail", ["gpu-node-0"])]
-    assert ("fixed on gpu-node-0: DRV-004 [driver-toolkit] Validator chain completed (still failing elsewhere)"
+    assert (f"fixed on gpu-node-0: DRV-004 [driver-toolkit] {CHAIN} (still failing elsewhere)"
             in format_diff(shrink))
 
 
@@ -114,8 +116,8 @@ def test_cluster_blocker_appears() -> None:
     diff = diff_runs(d(healthy_cluster()), d(operator_failure_cluster()))
     lines = format_diff(diff).splitlines()
     assert lines[0] == "verdict: CONFORMANT -> NOT CONFORMANT"
-    assert lines[1].startswith("cluster blocker: none -> operator (OP-001): ClusterPolicy cluster-policy is notReady")
-    assert "newly failing: OP-001 [operator] ClusterPolicy is ready on cluster-wide (was pass)" in lines
+    assert lines[1].startswith("cluster blocker: none -> operator (OPR-003): ClusterPolicy cluster-policy is notReady")
+    assert "newly failing: OPR-003 [operator] ClusterPolicy is ready and reconciled on cluster-wide (was pass)" in lines
     # Three nodes with the same new root cause: one line each (few nodes) in node order.
     assert [line.split(":")[0] for line in lines if line.startswith("node ")] == [
         "node gpu-node-0", "node gpu-node-1", "node gpu-node-2"]
@@ -153,7 +155,7 @@ def test_stable_order() -> None:
     assert lines[0] == "operator version: v24.9.0 -> v25.3.0"
     kinds = [line.split(":")[0] for line in lines]
     assert kinds.index("now also failing") < kinds.index("fixed on gpu-node-3") < kinds.index("node gpu-node-3")
-    assert "now also failing: DRV-004 [driver-toolkit] Validator chain completed on gpu-node-[4,40] (2 nodes)" in lines
+    assert f"now also failing: DRV-004 [driver-toolkit] {CHAIN} on gpu-node-[4,40] (2 nodes)" in lines
 
 
 def test_diff_of_written_files(tmp_path: Path) -> None:

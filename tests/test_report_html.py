@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from report_data import (
     text_of,
 )
 
+from gpu_conformance import catalogue
 from gpu_conformance.model import Layer, Status
 from gpu_conformance.report.html import HTML_NAME, render_html, write_html
 from gpu_conformance.report.json_report import load_json, write_json
@@ -68,7 +70,7 @@ def test_header_facts(tmp_path: Path) -> None:
     text = text_of(write_html(driver_failure_cluster(), tmp_path).read_text(encoding="utf-8"))
     for expected in ("https://api.gpu-lab.example:6443", "v1.30.4", "gpu-lab", "v24.9.0", "gpu-operator",
                      "operator driver container on 3 nodes", "run-20260101-000000", "2026-01-01 00:00:00 UTC",
-                     "1 min 14 s", "API requests 42", "driver: on", "cdi: off", "mig strategy: single"):
+                     "1 min 14 s", "API requests 42", "driver: on", "CDI: off", "MIG strategy: single"):
         assert expected in text, expected
 
 
@@ -79,24 +81,24 @@ def test_check_details(tmp_path: Path) -> None:
     assert m, "DRV-004 is shown, open, as failing"
     section = m.group(1)
     text = text_of(section)
-    assert "Validator chain completed" in text
+    assert "Validator chain driver → toolkit → cuda completed" in text
     assert "failing: gpu-node-1" in text
     assert DRIVER_FAIL_MESSAGE in text
-    assert "The first init container that has not completed names the broken component." in text
+    assert catalogue.get("DRV-004").hint.split(":")[0] in text
     # The read-only command, with the failing node filled in, in a code block.
-    assert ("<code>kubectl -n gpu-operator get pods -l app=nvidia-operator-validator -o wide "
-            "--field-selector spec.nodeName=gpu-node-1</code>") in section
+    assert f"<code>{html.escape(catalogue.get('DRV-004').render_kubectl('gpu-operator', 'gpu-node-1'))}</code>" \
+        in section
     # Evidence as pretty JSON.
     assert "&#34;observed&#34;: &#34;waiting for 12m&#34;" in section
     # Later layers are shown as blocked by it, not as failures of their own.
-    assert re.search(r'id="check-DP-001" data-status="blocked"', page)
+    assert re.search(r'id="check-DPL-002" data-status="blocked"', page)
     assert "blocked by driver-toolkit" in text_of(page)
 
 
 def test_operator_failure(tmp_path: Path) -> None:
     page = write_html(operator_failure_cluster(), tmp_path).read_text(encoding="utf-8")
     text = text_of(page)
-    assert f"Cluster blocker: operator (OP-001): {OPERATOR_FAIL_MESSAGE}" in text
+    assert f"Cluster blocker: operator (OPR-003): {OPERATOR_FAIL_MESSAGE}" in text
     rows = grid(page)
     assert len(rows) == 3
     for row in rows.values():
@@ -155,8 +157,8 @@ def test_incomplete_and_warn(tmp_path: Path) -> None:
     nodes = ["gpu-node-0", "gpu-node-1"]
     findings = cluster_pass() + [f for n in nodes for f in node_pass(n, [Layer.NFD, Layer.DEPLOY_LABELS,
                                                                          Layer.DRIVER_TOOLKIT])]
-    findings.append(finding("DP-001", Status.WARN, "driver upgrade in progress", "gpu-node-1"))
-    findings.append(finding("DP-001", Status.PASS, "advertises 8", "gpu-node-0"))
+    findings.append(finding("DPL-002", Status.WARN, "driver upgrade in progress", "gpu-node-1"))
+    findings.append(finding("DPL-002", Status.PASS, "advertises 8", "gpu-node-0"))
     result = make_result(nodes, findings, layers_run=LAYERS_WITHOUT_PROBE, probe={"skipped": "--no-probe"})
     page = write_html(result, tmp_path).read_text(encoding="utf-8")
     text = text_of(page)
@@ -174,7 +176,7 @@ LAYERS_WITHOUT_PROBE = [layer for layer in Layer if layer != Layer.PROBE]
 def test_self_contained_and_escaped(tmp_path: Path) -> None:
     nodes = ["gpu-node-0"]
     findings = cluster_pass() + node_pass("gpu-node-0", [Layer.NFD, Layer.DEPLOY_LABELS])
-    findings.append(finding("DRV-001", Status.FAIL, '<script>alert("x")</script> & <b>bold</b>', "gpu-node-0",
+    findings.append(finding("DRV-002", Status.FAIL, '<script>alert("x")</script> & <b>bold</b>', "gpu-node-0",
                             evidence={"html": "<img src=x onerror=alert(1)>"}))
     page = write_html(make_result(nodes, findings), tmp_path).read_text(encoding="utf-8")
     assert page.count("<script") == 1 and "<script>alert" not in page

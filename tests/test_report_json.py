@@ -38,8 +38,8 @@ def test_round_trip_and_schema(tmp_path: Path) -> None:
     checks = {c["id"]: c for c in data["checks"]}
     assert checks["DRV-004"]["status"] == "fail"
     assert checks["DRV-004"]["nodes"] == [DRIVER_FAIL_NODE]
-    assert checks["DP-001"]["status"] == "blocked"
-    assert checks["OP-001"]["status"] == "pass"
+    assert checks["DPL-002"]["status"] == "blocked"
+    assert checks["OPR-003"]["status"] == "pass"
     for c in data["checks"]:
         assert {"id", "status", "nodes", "layer", "title", "findings"} <= set(c)
 
@@ -47,7 +47,7 @@ def test_round_trip_and_schema(tmp_path: Path) -> None:
 def test_healthy_and_cluster_blocker(tmp_path: Path) -> None:
     assert load_json(write_json(healthy_cluster(), tmp_path / "ok"))["verdict"] == "CONFORMANT"
     data = load_json(write_json(operator_failure_cluster(), tmp_path / "op"))
-    assert data["cluster_blocker"] == {"layer": "operator", "check": "OP-001", "message": OPERATOR_FAIL_MESSAGE}
+    assert data["cluster_blocker"] == {"layer": "operator", "check": "OPR-003", "message": OPERATOR_FAIL_MESSAGE}
     assert all(n["root_cause"]["layer"] == "operator" for n in data["nodes"])
 
 

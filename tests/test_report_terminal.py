@@ -44,7 +44,7 @@ def test_driver_failure() -> None:
 
 def test_cluster_blocker_is_said_once() -> None:
     lines = summary_lines(operator_failure_cluster())
-    assert f"cluster blocker: operator (OP-001): {OPERATOR_FAIL_MESSAGE}" in lines
+    assert f"cluster blocker: operator (OPR-003): {OPERATOR_FAIL_MESSAGE}" in lines
     assert "  gpu-node-[0-2] (3 nodes): the cluster blocker above" in lines
     assert sum(OPERATOR_FAIL_MESSAGE in line for line in lines) == 1
 
@@ -62,5 +62,5 @@ def test_many_failing_nodes_are_grouped() -> None:
     assert "root causes (61 of 300 nodes failing):" in lines
     assert ("  gpu-node-[100-159] (60 nodes): driver-toolkit (DRV-004): validator on <node> stuck in "
             "toolkit-validation") in lines
-    assert "  gpu-node-7: device-plugin (DP-001): gpu-node-7 advertises 0 nvidia.com/gpu" in lines
+    assert "  gpu-node-7: device-plugin (DPL-002): gpu-node-7 advertises 0 nvidia.com/gpu" in lines
     assert len(lines) < 20

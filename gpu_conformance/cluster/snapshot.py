@@ -195,9 +195,17 @@ class ClusterSnapshot:
                 if any(r.get("uid") == uid for r in p.get("metadata", {}).get("ownerReferences") or [])]
         return self.pod_on_node(mine, node)
 
+    @cached_property
+    def _events_by_object(self) -> dict[tuple[str, str], list[Obj]]:
+        out: dict[tuple[str, str], list[Obj]] = defaultdict(list)
+        for e in self.events:
+            io = e.get("involvedObject", {})
+            out[(io.get("kind", ""), io.get("name", ""))].append(e)
+        return out
+
     def events_for(self, kind: str, name: str) -> list[Obj]:
-        return [e for e in self.events
-                if e.get("involvedObject", {}).get("kind") == kind and e.get("involvedObject", {}).get("name") == name]
+        """Events about one object; indexed once, since pod diagnosis asks for every operand pod of every node."""
+        return self._events_by_object.get((kind, name), [])
 
     @cached_property
     def runtimeclass_names(self) -> set[str]:

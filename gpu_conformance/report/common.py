@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpu_conformance.model import LAYER_ORDER
+from gpu_conformance.operands import POLICY_SWITCHES
 
 # Text labels and symbols for every status: reports must read without colour (print, colour-blind readers).
 STATUS_SYMBOL: dict[str, str] = {
@@ -137,9 +138,9 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-# The switches people ask about first, in the order they matter; other policy keys follow alphabetically.
-POLICY_ORDER = ["driver", "toolkit", "device_plugin", "cdi", "cdi_default", "nri", "mig_strategy", "mig_manager",
-                "gfd", "dcgm", "dcgm_exporter", "validator", "sandbox_workloads", "vgpu_manager"]
+# The switches people ask about first, in the order the session writes them (one list, operands.POLICY_SWITCHES);
+# keys from elsewhere (an older report) follow alphabetically.
+POLICY_ORDER = list(POLICY_SWITCHES)
 
 
 def policy_items(policy: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -147,8 +148,8 @@ def policy_items(policy: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     if not policy:
         return []
     rank = {k: i for i, k in enumerate(POLICY_ORDER)}
-    keys = sorted(policy, key=lambda k: (rank.get(str(k).replace("-", "_"), len(rank)), str(k)))
-    return [(str(k).replace("_", " "), format_value(policy[k])) for k in keys]
+    keys = sorted(policy, key=lambda k: (rank.get(str(k), len(rank)), str(k)))
+    return [(str(k), format_value(policy[k])) for k in keys]
 
 
 def root_cause_key(node: str, rc: Mapping[str, Any]) -> tuple[str, str, str]:
