@@ -36,5 +36,6 @@ def test_five_thousand_nodes(tmp_path: Path) -> None:
     assert verdict.overall == NOT_CONFORMANT
     assert [n.node for n in verdict.nodes if n.root_cause] == ["gpu-node-4242"]
     assert verdict.outcomes["DRV-004"].status == Status.FAIL
-    assert t_checks < 20 and total < 60, (t_checks, total)
+    # Generous: wall times on these shared 2-core machines vary 3x; this only catches a quadratic regression.
+    assert t_checks < 60 and total < 180, (t_checks, total)
     assert html.stat().st_size < 5 * 1024 * 1024
