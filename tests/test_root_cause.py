@@ -197,3 +197,31 @@ def test_unified_memory_gpu_without_memory_label_passes_with_a_warning() -> None
     v = judge(snap)
     assert causes(v) == {n: None for n in snap.gpu_node_names}
     assert v.outcomes["DPL-005"].status == Status.WARN
+
+
+def test_validator_image_pull_is_named_by_the_validator_not_by_dcgm() -> None:
+    # gpu-operator#1968: the old validator image does not exist; every pod with a validation init container stalls.
+    snap = healthy_snapshot("v25.10.1")
+    msg = 'Back-off pulling image "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.1"'
+    stuck_init(pod_for(snap, VALIDATOR, "gpu-node-1"), "driver-validation", reason="ImagePullBackOff", restarts=0,
+               message=msg, snapshot=snap)
+    stuck_init(pod_for(snap, DCGM_EXPORTER, "gpu-node-1"), "toolkit-validation", reason="ImagePullBackOff",
+               restarts=0, message=msg, snapshot=snap)
+    v = judge(snap)
+    rc = next(n for n in v.nodes if n.node == "gpu-node-1").root_cause
+    assert rc is not None and rc.check_id == "DRV-004", rc
+    assert "cannot pull its image" in rc.message and "driver is not usable" not in rc.message
+
+
+def test_cuda_validation_root_cause_quotes_the_cuda_pod() -> None:
+    # gpu-operator#375: the validator waits in cuda-validation; the CUDA pod's own log says why.
+    snap = healthy_snapshot("v25.3.4")
+    from factory import fail_pod
+
+    stuck_init(pod_for(snap, VALIDATOR, "gpu-node-1"), "cuda-validation", reason="Running", restarts=0,
+               snapshot=snap)
+    fail_pod(pod_for(snap, "nvidia-cuda-validator", "gpu-node-1"), "cuda-validation", snapshot=snap,
+             log="Failed to allocate device vector A (error code system not yet initialized)!")
+    v = judge(snap)
+    rc = next(n for n in v.nodes if n.node == "gpu-node-1").root_cause
+    assert rc is not None and rc.check_id == "DRV-005" and "system not yet initialized" in rc.message, rc

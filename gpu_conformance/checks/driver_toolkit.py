@@ -208,7 +208,18 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
                               "expected": "completed: " + ", ".join(c for c in chain
                                                                      if c != "plugin-validation"),
                               "init_containers": chain, "status": pod_status_text(pod)}
-        if stuck is not None and stuck["name"] != "plugin-validation":
+        sp = start_problem(snapshot, pod)
+        cuda_pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
+        if sp is not None and sp.kind == "image":
+            # The validator image cannot be pulled: no stage ran, so no stage is to blame.
+            out.append(problem_finding(snapshot, ns, node, pod, "validator pod", "", sp.hint))
+        elif stuck is not None and stuck["name"] == "cuda-validation" and cuda_pod is not None \
+                and cuda_pod.get("status", {}).get("phase") != "Succeeded":
+            # The validator only waits for the CUDA workload pod; DRV-005 has that pod's own failure and log.
+            ev.update({"observed": "waiting in cuda-validation", "stage": "cuda-validation"})
+            out.append(Finding(Status.NA, f"validator {name_of(pod)} waits in cuda-validation for "
+                               f"{name_of(cuda_pod)} (judged by DRV-005)", node=node, evidence=ev))
+        elif stuck is not None and stuck["name"] != "plugin-validation":
             _, _, hint = STAGES.get(stuck["name"], ("", "", HINT_ORDER))
             log = last_log(snapshot, pod, stuck["name"])
             ev.update({"observed": f"{stuck['name']} {stuck['state']} {stuck['reason']}".strip(),

@@ -351,6 +351,10 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
             if sp is not None and sp.kind != "image":
                 waiting[o.daemonset] = f"{pod_status_text(pod)}, refused by the container runtime (see DRV-006)"
                 continue
+            if sp is not None and sp.container in GATES:
+                # The gate init containers run the validator image: the validator's own check names the pull.
+                waiting[o.daemonset] = f"{pod_status_text(pod)}, cannot pull the validator image (see DRV-004)"
+                continue
             if sp is not None:
                 problems[o.daemonset] = f"{name_of(pod)} cannot pull its image ({sp.reason}): {sp.message}"
                 continue
