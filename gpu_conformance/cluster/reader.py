@@ -7,6 +7,7 @@ per-object reads are the last log lines of containers that are stuck, capped at 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERATOR_POD_LABEL
 
+log = logging.getLogger(__name__)
 MAX_LOG_READS = 20
 LOG_TAIL_LINES = 20
 
@@ -91,6 +93,7 @@ class ClusterReader:
             query.append(("fieldSelector", spec.field_selector))
         scope = f" in namespace {spec.namespace}" if spec.namespace else ""
         what = f"list {spec.resource}{'.' + spec.group if spec.group else ''}{scope}"
+        t0 = time.monotonic()
         try:
             data = self._call("GET", spec.path, query)
         except ApiException as e:
@@ -99,7 +102,10 @@ class ClusterReader:
             raise self._api_error(e, what) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ClusterAccessError(f"cannot reach the API server at {self.conn.server}: {_root_reason(e)}") from None
-        return data.get("items") or []
+        items = data.get("items") or []
+        # Visible with --log-cli-level=DEBUG: what was read, how much, how long.
+        log.debug("%s: %d items in %.2fs", what, len(items), time.monotonic() - t0)
+        return items
 
     def list_raw_path(self, path: str) -> list[dict[str, Any]]:
         return self.call("GET", path, what=f"list {path}").get("items") or []
