@@ -15,6 +15,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +43,23 @@ _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "
 
 
 class LogServer:
-    """HTTPS on 127.0.0.1 answering GET /containerLogs/<ns>/<pod>/<container> from a dict, like a kubelet."""
+    """HTTPS on 127.0.0.1 answering GET /containerLogs/<ns>/<pod>/<container> from a dict, like a kubelet.
+
+    logs[(pod, container)] = (HTTP status, body): 200 and the log text for a container that ran, 400 and
+    kubelet's "is waiting to start" message for one that never started; anything else is 404.
+    """
 
     def __init__(self, cert: Path, key: Path) -> None:
-        self.logs: dict[tuple[str, str], str] = {}
+        self.logs: dict[tuple[str, str], tuple[int, str]] = {}
         logs = self.logs
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 parts = urllib.parse.urlparse(self.path).path.strip("/").split("/")
-                text = logs.get((parts[2], parts[3])) if len(parts) == 4 and parts[0] == "containerLogs" else None
-                body = (text if text is not None else "").encode()
-                self.send_response(200 if text is not None else 404)
+                key = (parts[2], parts[3]) if len(parts) == 4 and parts[0] == "containerLogs" else ("", "")
+                code, text = logs.get(key, (404, ""))
+                body = text.encode()
+                self.send_response(code)
                 self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -170,50 +176,76 @@ class CaseWriter:
                 prefix, plural, namespace = _generic_path(o, ns)
             if namespace:
                 self._ensure_namespace(namespace)
-            created = self._create(prefix, plural, o, namespace)
+            try:
+                created = self._create(prefix, plural, o, namespace)
+            except ApiException as e:
+                if e.status == 409 and kind == "ServiceAccount":   # e.g. "default", if a controller made it
+                    return o
+                raise
             if obj["metadata"].get("uid"):
                 uids[obj["metadata"]["uid"]] = created["metadata"]["uid"]
             return created
 
+        nodes = []
         for node in snap.nodes:
             n = copy.deepcopy(node)
             # The apiserver proxies pods/log to the node's InternalIP and kubelet port: our LogServer.
             n["status"]["addresses"] = [{"type": "InternalIP", "address": LOOPBACK},
                                         {"type": "Hostname", "address": name_of(n)}]
             n["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.log_server.port}}
-            create(n)
-        for obj in [*snap.clusterpolicies, *snap.nvidiadrivers, *snap.runtimeclasses]:
-            create(obj)
-        accounts = {p["spec"].get("serviceAccountName") or "default" for p in snap.pods} | {"default"}
-        for sa in sorted(accounts):
-            try:
-                create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}})
-            except ApiException as e:
-                if e.status != 409:   # "default" exists where a controller-manager ran once; not here
-                    raise
-        for obj in [*snap.deployments, *snap.daemonsets, *snap.pods]:
-            create(obj)
-        for obj in state.objects:
-            create(obj)
-        for ev in snap.events:
-            e = copy.deepcopy(ev)
-            e["involvedObject"]["uid"] = uids.get(e["involvedObject"].get("uid", ""), "")
-            create(e)
+            nodes.append(n)
+        accounts = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}}
+                    for sa in sorted({p["spec"].get("serviceAccountName") or "default" for p in snap.pods})]
+        # Tiers in dependency order (owners before what they own); objects within a tier go in parallel.
+        tiers = [nodes + snap.clusterpolicies + snap.nvidiadrivers + accounts + state.objects,
+                 snap.runtimeclasses + snap.deployments + snap.daemonsets, snap.pods]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for tier in tiers:
+                list(pool.map(create, tier))
+            events = []
+            for ev in snap.events:
+                e = copy.deepcopy(ev)
+                e["involvedObject"]["uid"] = uids.get(e["involvedObject"].get("uid", ""), "")
+                events.append(e)
+            list(pool.map(create, events))
         self.log_server.logs.clear()
-        self.log_server.logs.update(snap.logs)
+        self.log_server.logs.update(container_logs(snap.pods, snap.logs))
 
     def reset(self) -> None:
         """Delete everything the last write created (pods at once: no kubelet would ever confirm them)."""
-        for coll, name in reversed(self._created):
+        def delete(item: tuple[str, str]) -> None:
+            coll, name = item
             try:
                 self._req("DELETE", f"{coll}/{name}", {"apiVersion": "v1", "kind": "DeleteOptions",
-                                                        "gracePeriodSeconds": 0,
-                                                        "propagationPolicy": "Background"})
+                                                        "gracePeriodSeconds": 0, "propagationPolicy": "Background"})
             except ApiException as e:
                 if e.status != 404:
                     raise
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(delete, self._created))
         self._created.clear()
         self.log_server.logs.clear()
+
+
+def container_logs(pods: list[Obj], texts: dict[tuple[str, str], str]) -> dict[tuple[str, str], tuple[int, str]]:
+    """What a kubelet answers for each container's log: its text, or why there is none yet."""
+    out: dict[tuple[str, str], tuple[int, str]] = {}
+    for pod in pods:
+        st = pod.get("status") or {}
+        for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+            key = (name_of(pod), cs["name"])
+            waiting = (cs.get("state") or {}).get("waiting")
+            if key in texts:
+                out[key] = (200, texts[key])
+            elif waiting is not None and not cs.get("lastState"):
+                reason = waiting.get("reason", "")
+                if reason in ("ImagePullBackOff", "ErrImagePull"):
+                    reason = "trying and failing to pull image"
+                out[key] = (400, f'container "{cs["name"]}" in pod "{name_of(pod)}" is waiting to start: {reason}')
+            else:
+                out[key] = (200, "")
+    return out
 
 
 def _generic_path(obj: Obj, default_ns: str) -> tuple[str, str, str | None]:

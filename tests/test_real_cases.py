@@ -61,6 +61,8 @@ def run_suite(writer: tuple[CaseWriter, Path], state: ClusterState, tmp_path: Pa
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "--cluster=current", "--kubeconfig", str(kubeconfig), "--no-probe",
              "--report-dir", str(tmp_path), "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+             # Only conformance.json is read: skip the HTML and Allure reports.
+             "-p", "no:html", "-p", "no:allure_pytest",
              str(REPO / "tests_conformance")],
             cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     finally:
@@ -80,6 +82,11 @@ def describe(report: dict[str, Any]) -> str:
     for name, n in judged(report).items():
         rc = n.get("root_cause")
         lines.append(f"  {name}: " + (f"{rc['layer']} ({rc['check']}): {rc['message']}" if rc else "no root cause"))
+        # What the per-node checks found under the root cause: shows whether only the verdict hides it.
+        for c in report["checks"]:
+            for f in c["findings"]:
+                if f["node"] == name and f["status"] == "fail" and (not rc or f["check_id"] != rc["check"]):
+                    lines.append(f"    also {f['check_id']}: {f['message']}")
     return "\n".join(lines)
 
 
