@@ -11,7 +11,8 @@ Override vocabulary (one key per list item):
                     status: Running | Init:Running | Init:<reason> | <reason> | SandboxFailed | Failed | Missing
                     (<reason>: CrashLoopBackOff, Error, ImagePullBackOff, ErrImagePull, CreateContainerError,
                     RunContainerError, StartError, OOMKilled ...; Init:Running = the init container loops)
-    event:          {app, node, reason, message, type?, count?, source?}  (an Event about that pod)
+    event:          {app, node | daemonset, reason, message, type?, count?}  (an Event about that pod or
+                    DaemonSet, from kubelet or the DaemonSet controller)
     node:           {name, condition?: {type, status, reason, message}, mark_pods_not_ready?, taints?,
                     unschedulable?, labels_remove_prefix?: [prefix], labels?: {key: value|null}, node_info?,
                     capacity?, allocatable?, remove_resources?: [name]}
@@ -205,15 +206,17 @@ def _sandbox_failed(pod: Obj) -> None:
 
 def _event_override(state: ClusterState, arg: dict[str, Any]) -> None:
     snap = state.snapshot
-    pod = _pod(snap, arg["app"], arg["node"])
-    count = int(arg.get("count", 1))
+    if "daemonset" in arg:
+        obj, api, source = factory.daemonset(snap, arg["daemonset"]), "apps/v1", {"component": "daemonset-controller"}
+    else:
+        obj, api, source = _pod(snap, arg["app"], arg["node"]), "v1", {"component": "kubelet", "host": arg["node"]}
     snap.events.append({
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{name_of(pod)}.{len(snap.events):04d}", "namespace": snap.operator_namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name_of(pod),
-                           "namespace": snap.operator_namespace, "uid": pod["metadata"].get("uid", "")},
-        "reason": arg["reason"], "message": arg["message"], "type": arg.get("type", "Warning"), "count": count,
-        "source": {"component": arg.get("source", "kubelet"), "host": arg["node"]},
+        "metadata": {"name": f"{name_of(obj)}.{len(snap.events):04d}", "namespace": snap.operator_namespace},
+        "involvedObject": {"apiVersion": api, "kind": obj["kind"], "name": name_of(obj),
+                           "namespace": snap.operator_namespace, "uid": obj["metadata"].get("uid", "")},
+        "reason": arg["reason"], "message": arg["message"], "type": arg.get("type", "Warning"),
+        "count": int(arg.get("count", 1)), "source": source,
         "firstTimestamp": factory.T1, "lastTimestamp": factory.T2,
     })
 
