@@ -93,11 +93,14 @@ _PREVIOUS_SIGTERM: Any = None
 
 
 class SimCluster:
-    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on 127.0.0.1."""
+    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on 127.0.0.1 (api_only: first two)."""
 
     def __init__(self, state_dir: Path | None = None, bin_dir: Path | None = None,
-                 log_containers: Iterable[str] = ()) -> None:
+                 log_containers: Iterable[str] = (), api_only: bool = False) -> None:
         self._owns_state_dir = state_dir is None
+        # etcd + kube-apiserver only: nothing reconciles what is written (no DaemonSet, node lifecycle or
+        # garbage controller, no kubelet), so objects and their status stay exactly as a test wrote them.
+        self.api_only = api_only
         self.state_dir: Path = (Path(tempfile.mkdtemp(prefix="gpu-sim-")) if state_dir is None
                                 else Path(state_dir).expanduser().resolve())
         self.kubeconfig: Path = self.state_dir / "kubeconfig"
@@ -124,7 +127,8 @@ class SimCluster:
         """Start every component and return once the cluster is usable.
 
         Ready means: apiserver /readyz ok, the default ServiceAccount exists (kcm's serviceaccount
-        controller runs), kcm and scheduler healthy, kwok's server answering. With detach=True the
+        controller runs), kcm and scheduler healthy, kwok's server answering; with api_only, apiserver
+        /readyz alone. With detach=True the
         processes outlive this Python process (for `sim up`; `stop_state_dir` tears them down) and no
         exit/SIGTERM hooks are installed.
         """
@@ -143,11 +147,12 @@ class SimCluster:
             try:
                 self._launch(bin_dir)
                 self._wait_ready(deadline, only=("kube-apiserver",))
-                # kcm and the scheduler read the authentication ConfigMap once at startup and exit if
-                # the apiserver is not serving yet, hence only now.
-                for name in ("kube-controller-manager", "kube-scheduler"):
-                    self._spawn(name, self._command(name, bin_dir))
-                self._wait_ready(deadline)
+                if not self.api_only:
+                    # kcm and the scheduler read the authentication ConfigMap once at startup and exit if
+                    # the apiserver is not serving yet, hence only now.
+                    for name in ("kube-controller-manager", "kube-scheduler"):
+                        self._spawn(name, self._command(name, bin_dir))
+                    self._wait_ready(deadline)
             except SimClusterError as exc:
                 # The component logs are the only clue to a failed boot: keep the state dir for them.
                 self._teardown(keep_state_dir=True)
@@ -245,7 +250,7 @@ class SimCluster:
         self._write_kwok_config()
         self._etcd_dir = _make_etcd_dir(self.state_dir)
         # Together: the apiserver retries etcd and kwok waits for the apiserver by itself.
-        for name in ("etcd", "kube-apiserver", "kwok"):
+        for name in ("etcd", "kube-apiserver") + (() if self.api_only else ("kwok",)):
             self._spawn(name, self._command(name, bin_dir))
 
     def _command(self, name: str, bin_dir: Path) -> list[str]:
