@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_conformance.model import LAYER_ORDER, Check, Finding
+from gpu_conformance.model import LAYER_ORDER, Check, Finding, Status
 from gpu_conformance.verdict import Verdict
 
 SCHEMA_VERSION = "1"
@@ -32,6 +32,9 @@ class RunResult:
     def to_json_dict(self) -> dict[str, Any]:
         """conformance.json (schema version 1; documented in the README)."""
         v = self.verdict
+        by_check: dict[str, list[Finding]] = {}
+        for f in self.findings:
+            by_check.setdefault(f.check_id, []).append(f)
         return {
             "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
@@ -58,7 +61,7 @@ class RunResult:
                     "blocked_nodes": v.outcomes[c.id].blocked_nodes if c.id in v.outcomes else [],
                     "hint": c.hint,
                     "kubectl": c.render_kubectl(self.operator.get("namespace") or "gpu-operator", None),
-                    "findings": [f.to_dict() for f in self.findings if f.check_id == c.id],
+                    "findings": compact_findings(by_check.get(c.id, [])),
                 }
                 for c in self.checks
             ],
@@ -75,3 +78,26 @@ class RunResult:
             "probe": self.probe,
             "settings": self.settings,
         }
+
+
+# From this many passing (or n/a) per-node findings of one check on, they are stored as one group: at 1,000 nodes
+# per-node pass lines made conformance.json 16 MB. Failures and warnings always keep their per-node detail.
+COMPACT_FROM = 50
+
+
+def compact_findings(findings: list[Finding]) -> list[dict[str, Any]]:
+    """A check's findings as conformance.json stores them: per node where something is wrong, grouped where not."""
+    quiet = [f for f in findings if f.node and f.status in (Status.PASS, Status.NA)]
+    if len(quiet) < COMPACT_FROM:
+        return [f.to_dict() for f in findings]
+    out = [f.to_dict() for f in findings if not (f.node and f.status in (Status.PASS, Status.NA))]
+    for status in (Status.PASS, Status.NA):
+        group = [f for f in quiet if f.status == status]
+        if not group:
+            continue
+        first = group[0]
+        out.append({"check_id": first.check_id, "status": str(status), "node": None,
+                    "nodes": [f.node for f in group],
+                    "message": f"{len(group)} nodes, e.g. {first.node}: {first.message}",
+                    "evidence": {}, "hint": "", "kubectl": "", "blocking": True, "grouped": True})
+    return out

@@ -138,7 +138,7 @@ def test_large_cluster_groups_rows(tmp_path: Path) -> None:
     assert f"{len(LARGE_DRIVER_FAILING) + len(LARGE_PLUGIN_FAILING)} not succeeded" in text
     # Healthy nodes are summarised, not listed one by one.
     assert "gpu-node-500" not in page
-    assert "conformance.json lists every finding" in text
+    # Passing nodes arrive grouped from conformance.json: one line for all of them, no per-node list.
 
 
 def test_many_unnumbered_nodes_fall_back_to_examples(tmp_path: Path) -> None:

@@ -39,3 +39,26 @@ def test_five_thousand_nodes(tmp_path: Path) -> None:
     # Generous: wall times on these shared 2-core machines vary 3x; this only catches a quadratic regression.
     assert t_checks < 60 and total < 180, (t_checks, total)
     assert html.stat().st_size < 5 * 1024 * 1024
+
+
+def test_thousand_node_reports_stay_small_and_keep_failures(tmp_path: Path) -> None:
+    # Issue 14: every report <= 3 MB at 1,000 nodes, per-node detail kept for the failing node.
+    import json
+
+    snap = healthy_snapshot(gpu_nodes=1000, cpu_nodes=2)
+    stuck_init(pod_for(snap, "nvidia-operator-validator", "gpu-node-7"), "toolkit-validation", restarts=3)
+    refresh(snap)
+    settings = Settings(operator_namespace="gpu-operator", run_id="scale")
+    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(snap, settings)]
+    verdict = decide(catalogue.all_checks(), findings, snap.gpu_node_names)
+    result = RunResult("scale", "2026-12-02T00:00:00+00:00", 1.0, {"server": "https://x", "requests": 14},
+                       {"namespace": "gpu-operator", "version": "v26.3.3", "policy": {}}, {}, catalogue.all_checks(),
+                       findings, verdict, {"pods": []}, {})
+    j, h = write_json(result, tmp_path), write_html(result, tmp_path)
+    assert j.stat().st_size < 3 * 1024 * 1024 and h.stat().st_size < 3 * 1024 * 1024
+    data = json.loads(j.read_text())
+    drv4 = next(c for c in data["checks"] if c["id"] == "DRV-004")
+    failing = [f for f in drv4["findings"] if f["status"] == "fail"]
+    assert [f["node"] for f in failing] == ["gpu-node-7"] and failing[0]["evidence"]
+    grouped = next(f for f in drv4["findings"] if f.get("grouped"))
+    assert len(grouped["nodes"]) == 999

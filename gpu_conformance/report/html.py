@@ -121,7 +121,8 @@ class CheckView:
         if not self.hidden:
             return ""
         parts = [f"{n} more {status}" for status, n in sorted(self.hidden.items(), key=lambda kv: _FINDING_RANK[kv[0]])]
-        return f"Not shown here: {', '.join(parts)} findings. conformance.json lists every finding."
+        return (f"Not shown here: {', '.join(parts)} findings. "
+                "conformance.json keeps every failure and warning per node.")
 
 
 @lru_cache(maxsize=1)
@@ -272,7 +273,11 @@ def _check_view(check: Mapping[str, Any]) -> CheckView:
         key = (status, _neutral(message, node), _neutral(evidence_key, node), _neutral(hint, node),
                _neutral(f_kubectl, node), note)
         g = groups.get(key)
-        if g is None:
+        if f.get("nodes"):
+            # Already grouped in conformance.json (many passing nodes): one group of its own.
+            groups[(*key, "grouped")] = FindingGroup(status, list(f["nodes"]), "", message, evidence_json, hint,
+                                                     f_kubectl, note)
+        elif g is None:
             groups[key] = FindingGroup(status, [node] if node else [], "", message, evidence_json, hint,
                                        f_kubectl, note)
         else:
