@@ -225,3 +225,20 @@ def test_cuda_validation_root_cause_quotes_the_cuda_pod() -> None:
     v = judge(snap)
     rc = next(n for n in v.nodes if n.node == "gpu-node-1").root_cause
     assert rc is not None and rc.check_id == "DRV-005" and "system not yet initialized" in rc.message, rc
+
+
+def test_runtime_refusal_is_one_failure_not_three() -> None:
+    snap = healthy_snapshot("v26.3.3")
+    sandbox_refused(snap, pod_for(snap, VALIDATOR, "gpu-node-1"), NO_NVIDIA_RUNTIME)
+    v = judge(snap)
+    failing = {cid for cid, o in v.outcomes.items() if o.status == Status.FAIL}
+    assert failing == {"DRV-006"}, failing
+
+
+def test_cordoned_node_pauses_its_later_layers() -> None:
+    snap = healthy_snapshot()
+    name = snap.nodes[0]["metadata"]["name"]
+    snap.nodes[0]["spec"]["unschedulable"] = True
+    v = judge(snap)
+    nv = next(n for n in v.nodes if n.node == name)
+    assert nv.root_cause is None and nv.transient is not None and "cordoned" in nv.transient.message

@@ -210,8 +210,8 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
                               "init_containers": chain, "status": pod_status_text(pod)}
         sp = start_problem(snapshot, pod)
         cuda_pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
-        if sp is not None and sp.kind == "image":
-            # The validator image cannot be pulled: no stage ran, so no stage is to blame.
+        if sp is not None:
+            # The validator image cannot be pulled, or the runtime refuses the pod: no stage ran, none is to blame.
             out.append(problem_finding(snapshot, ns, node, pod, "validator pod", "", sp.hint))
         elif stuck is not None and stuck["name"] == "cuda-validation" and cuda_pod is not None \
                 and cuda_pod.get("status", {}).get("phase") != "Succeeded":

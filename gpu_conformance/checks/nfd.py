@@ -163,7 +163,9 @@ def node_health(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
             findings.append(Finding(Status.WARN, "node is cordoned (spec.unschedulable): running GPU pods keep "
                                     "their GPUs, but no new pod lands here, so it is not probed", node=n,
                                     evidence={**ev, "field": "spec.unschedulable", "observed": True,
-                                              "expected": False, "cordoned": True}))
+                                              "expected": False, "cordoned": True,
+                                              # Maintenance, not a break: later layers pause (INCOMPLETE).
+                                              "transient": True}))
             continue
         findings.append(Finding(Status.PASS, "node Ready, no pressure, schedulable", node=n, evidence=ev))
     if not findings:

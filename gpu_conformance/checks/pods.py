@@ -139,8 +139,15 @@ def logs_cmd(ns: str, pod: Obj, container: str | None, previous: bool = False) -
 
 def problem_finding(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, what: str,
                     meaning: str, hint: str, expected: str = "Ready") -> Finding:
-    """A FAIL for a pod that is not Ready: what it is stuck in, its logs, and the command to read them."""
+    """A FAIL for a pod that is not Ready: what it is stuck in, its logs, and the command to read them.
+
+    A pod the container runtime refuses is DRV-006's finding (the runtime, not this operand, is broken): n/a here.
+    """
     p = pod_problem(snapshot, pod)
+    if p.start is not None and p.start.kind != "image":
+        return Finding(Status.NA, f"{what} {name_of(pod)} on {node} is refused by the container runtime "
+                       f"({p.start.reason}): judged by DRV-006", node=node,
+                       evidence={"object": f"Pod/{name_of(pod)}", "reason": p.start.reason})
     ev = {"object": f"Pod/{name_of(pod)}", "field": "status", "observed": p.evidence["status"],
           "expected": expected, **p.evidence}
     if p.log:
