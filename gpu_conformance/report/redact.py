@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from gpu_conformance.report.token_formats import mask_token_formats
+
 REDACTED = "<redacted>"
 
 # Substrings that make an env variable or CLI flag name look like a credential (matched case-insensitively).
@@ -125,7 +127,8 @@ _KV_WORDS = ("pass", "pwd", "secret", "token", "key", "credential")
 
 
 def redact_text(s: str) -> str:
-    """Mask Bearer tokens, Authorization values, JWTs, PEM blocks (plain and base64) and secret=value pairs."""
+    """Mask Bearer tokens, Authorization values, JWTs, PEM blocks (plain and base64), secret=value pairs and
+    known token formats (detect-secrets' plugins, NGC keys, passwords given as arguments)."""
     if not s:
         return s
     # Reports of big clusters hold tens of thousands of short strings; most cannot hold a secret, and the
@@ -146,7 +149,7 @@ def redact_text(s: str) -> str:
         s = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
     if (":" in s or "=" in s) and any(w in low for w in _KV_WORDS):
         s = _KEY_VALUE.sub(_kv_replace, s)
-    return s
+    return mask_token_formats(s, REDACTED)
 
 
 def redact_markup(s: str) -> str:
@@ -162,7 +165,7 @@ def redact_markup(s: str) -> str:
     s = _PEM_BASE64.sub(placeholder, s)
     s = _BEARER.sub(lambda m: f"{m.group(1)}{placeholder}", s)
     s = _JWT.sub(placeholder, s)
-    return s
+    return mask_token_formats(s, placeholder)
 
 
 # --- structured data -------------------------------------------------------------------------------------
