@@ -52,6 +52,7 @@ def _sim_faults(a: argparse.Namespace) -> int:
 
 
 def _report_diff(a: argparse.Namespace) -> int:
+    from gpu_conformance.control_chars import printable
     from gpu_conformance.report.diff import diff_runs, format_diff
     from gpu_conformance.report.json_report import load_json
 
@@ -59,7 +60,7 @@ def _report_diff(a: argparse.Namespace) -> int:
         old, new = load_json(a.old), load_json(a.new)
     except (OSError, ValueError) as e:
         raise ConformanceError(f"cannot read a report: {e}") from None
-    print(format_diff(diff_runs(old, new)))
+    print(printable(format_diff(diff_runs(old, new))))
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gpu_conformance.control_chars import printable
+
 # Exit codes: 0 conformant, 1 not conformant (pytest's "tests failed"), these for everything else.
 EXIT_USAGE = 4          # pytest's own usage-error code, so bad options look alike everywhere
 EXIT_CLUSTER_ACCESS = 3  # could not read the cluster (kubeconfig, API server, permissions)
@@ -12,6 +14,11 @@ class ConformanceError(Exception):
     """Base: the message is the whole story, printed as one line, never with a traceback."""
 
     exit_code = EXIT_CLUSTER_ACCESS
+
+    def __str__(self) -> str:
+        # Messages quote the cluster (API error bodies, plugin output, file content): one line, and no escape
+        # sequence may reach the terminal that prints it.
+        return printable(super().__str__(), keep_newlines=False)
 
 
 class UsageError(ConformanceError):

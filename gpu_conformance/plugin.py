@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gpu_conformance.control_chars import printable
 from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.model import LAYER_ORDER, Layer, Status
 from gpu_conformance.settings import Settings, load_config_file
@@ -193,16 +194,19 @@ class CheckAsserter:
                 lines.append(f"  see:  {first.kubectl}")
             if outcome.blocked_nodes:
                 lines.append(f"  (also failing on {len(outcome.blocked_nodes)} node(s) blocked by earlier layers)")
-            pytest.fail("\n".join(lines), pytrace=False)
+            # Messages quote container logs and ClusterPolicy conditions: each stays on its own line, and no
+            # escape sequence reaches the terminal (a log could clear the screen and print a fake verdict).
+            pytest.fail("\n".join(printable(line, keep_newlines=False) for line in lines), pytrace=False)
         if outcome.status == Status.BLOCKED:
-            pytest.skip(f"{c.id}: {outcome.reason}")
+            pytest.skip(printable(f"{c.id}: {outcome.reason}", keep_newlines=False))
         if outcome.status == Status.NA:
-            pytest.skip(f"{c.id}: not applicable: {outcome.reason}")
+            pytest.skip(printable(f"{c.id}: not applicable: {outcome.reason}", keep_newlines=False))
         if outcome.status == Status.WARN:
             warns = [f"[{f.node or 'cluster'}] {f.message}" for f in outcome.findings if f.status == Status.WARN]
             import warnings
 
-            warnings.warn(f"{c.id}: " + "; ".join(warns[:5]), ConformanceWarning, stacklevel=2)
+            warnings.warn(printable(f"{c.id}: " + "; ".join(warns[:5]), keep_newlines=False), ConformanceWarning,
+                          stacklevel=2)
 
 
 class ConformanceWarning(UserWarning):
@@ -286,7 +290,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         try:
             old = load_json(baseline)
             terminalreporter.write_line(f"changes since {baseline}:")
-            terminalreporter.write_line(format_diff(diff_runs(old, result_dict(result))))
+            terminalreporter.write_line(printable(format_diff(diff_runs(old, result_dict(result)))))
         except (OSError, ValueError) as e:
             terminalreporter.write_line(f"baseline {baseline} unreadable: {e}", red=True)
 

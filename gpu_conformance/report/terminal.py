@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gpu_conformance.control_chars import printable
 from gpu_conformance.report.common import (
     LAYER_NAMES,
     STATUS_ORDER,
@@ -93,7 +94,8 @@ def summary_lines_from_dict(data: Mapping[str, Any],
     lines.append(f"verdict: {data.get('verdict')}")
     for label, path in _path_items(paths):
         lines.append(f"{label}: {path}")
-    return [redact_text(line) for line in lines]
+    # Node names, messages and root causes come from the cluster: one printed line each, no escape sequences.
+    return [printable(redact_text(line), keep_newlines=False) for line in lines]
 
 
 def _rc_id(rc: Mapping[str, Any]) -> tuple[Any, Any, Any]:
