@@ -12,12 +12,15 @@ DEFAULT_STATE_DIR = Path(".gpu-conformance-sim")
 
 
 def _sim_up(a: argparse.Namespace) -> int:
+    from gpu_conformance.sim.controlplane import claim_state_dir
     from gpu_conformance.sim.session import start_sim
 
     state = Path(a.state_dir)
     if (state / "pids.json").exists():
         raise ConformanceError(f"a simulated cluster already runs from {state}; stop it with "
                                f"`gpu-conformance sim down --state-dir {state}`")
+    # Before building or booting anything: only a new, empty or sim-marked directory will do.
+    claim_state_dir(state)
     booted = start_sim(a.profile, a.gpu_nodes, a.cpu_nodes, a.fault, state_dir=state, detach=True)
     print(booted.kubeconfig)
     return 0

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.sim import binaries
 from gpu_conformance.sim.pki import Pki, make_pki
 
@@ -62,8 +62,14 @@ POD_CIDR = "127.1.0.0/16"
 # Go (and gRPC) never proxy loopback destinations, so the cluster's own traffic is unaffected.
 DEAD_PROXY = "http://127.0.0.1:1"
 PIDS_FILE = "pids.json"
+# Marks a directory as a simulated cluster's state dir; `sim down` touches nothing without it.
+MARKER_FILE = ".gpu-conformance-sim.json"
 ETCD_SHM_PREFIX = "gpu-sim-etcd-"
+TEMP_PREFIX = "gpu-sim-"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# Everything the sim writes into its state dir: `sim down` removes these and nothing else.
+STATE_ENTRIES = ("kubeconfig", "kwok.yaml", PIDS_FILE, "logs", "pki", "kwok-home", "etcd",
+                 *(f"{c}.log" for c in COMPONENTS))
 
 _CONTAINER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _STOP_GRACE = 5.0
@@ -71,6 +77,10 @@ _STOP_GRACE = 5.0
 
 class SimClusterError(ConformanceError):
     """The simulated cluster failed to start (the message names the component and its log)."""
+
+
+class StateDirError(UsageError):
+    """A state dir the sim must not use or remove (not empty, not marked as the sim's): one line, exit 4."""
 
 
 class _NotYet(Exception):
@@ -101,11 +111,15 @@ class SimCluster:
         # etcd + kube-apiserver only: nothing reconciles what is written (no DaemonSet, node lifecycle or
         # garbage controller, no kubelet), so objects and their status stay exactly as a test wrote them.
         self.api_only = api_only
-        self.state_dir: Path = (Path(tempfile.mkdtemp(prefix="gpu-sim-")) if state_dir is None
+        if state_dir is None:
+            reap_orphaned_temp_dirs()
+        self.state_dir: Path = (Path(tempfile.mkdtemp(prefix=TEMP_PREFIX)) if state_dir is None
                                 else Path(state_dir).expanduser().resolve())
         self.kubeconfig: Path = self.state_dir / "kubeconfig"
         self.logs_dir: Path = self.state_dir / "logs"
         self.bin_dir: Path | None = Path(bin_dir).resolve() if bin_dir is not None else None
+        # Before the first file is written into it (log containers below): refuses a directory not ours.
+        claim_state_dir(self.state_dir, temporary=self._owns_state_dir)
         self.ports: dict[str, int] = {}
         self._log_containers: list[str] = []
         for name in log_containers:
@@ -135,6 +149,7 @@ class SimCluster:
         with self._lock:
             if self._started:
                 return self
+            claim_state_dir(self.state_dir, temporary=self._owns_state_dir)
             bin_dir = self.bin_dir or binaries.ensure_binaries()
             self.bin_dir = bin_dir
             self._started = True
@@ -467,18 +482,53 @@ class SimCluster:
 # -------------------------------------------------------------------- teardown of a detached cluster
 
 
-def stop_state_dir(state_dir: Path) -> None:
-    """Tear down a cluster started (possibly detached) with this state dir: kill, then remove the dir.
+def claim_state_dir(state_dir: Path, temporary: bool = False) -> None:
+    """Make ``state_dir`` the sim's: it must be new, empty, or already carry the sim's marker.
 
-    Idempotent: a missing dir is fine. Refuses to delete a directory that does not look like a sim
-    state dir (no pids.json and no kubeconfig), so a typo cannot remove something else.
+    The marker records whether the sim created the directory, so that `sim down` removes the directory
+    itself only then, and only once the files the sim wrote are gone.
+    """
+    state_dir = Path(state_dir).expanduser().resolve()
+    if read_marker(state_dir) is not None:
+        return
+    if state_dir.exists() or state_dir.is_symlink():
+        if not state_dir.is_dir():
+            raise StateDirError(f"--state-dir {state_dir} is not a directory")
+        if any(state_dir.iterdir()):
+            raise StateDirError(f"--state-dir {state_dir} is not empty and not a simulated cluster's state dir: "
+                                "choose a new or empty directory (sim up and sim down only touch what they create)")
+        created = temporary
+    else:
+        state_dir.mkdir(parents=True)
+        created = True
+    marker = {"version": 1, "created_dir": created, "temporary": temporary, "owner_pid": os.getpid(),
+              "owner_uid": os.getuid()}
+    _write_atomic(state_dir / MARKER_FILE, json.dumps(marker, indent=2) + "\n", mode=0o600)
+
+
+def read_marker(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((Path(state_dir) / MARKER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("version") == 1 else None
+
+
+def stop_state_dir(state_dir: Path) -> None:
+    """Tear down a cluster started (possibly detached) with this state dir: kill it, remove what it wrote.
+
+    Idempotent: a missing dir is fine. A directory without the sim's marker is refused untouched, so a typo
+    (or `--state-dir .`) cannot remove anything else; in a marked one only the sim's own files go, and the
+    directory itself only if the sim created it and nothing else is left in it.
     """
     state_dir = Path(state_dir).expanduser().resolve()
     if not state_dir.exists():
         return
+    marker = read_marker(state_dir)
+    if marker is None:
+        raise StateDirError(f"{state_dir} is not a simulated cluster's state dir (no {MARKER_FILE}); "
+                            "not touching it")
     pids_path = state_dir / PIDS_FILE
-    if not pids_path.is_file() and not (state_dir / "kubeconfig").is_file():
-        raise SimClusterError(f"{state_dir} is not a simulated-cluster state dir (no {PIDS_FILE}); not removing it")
     data: dict[str, Any] = {}
     if pids_path.is_file():
         with contextlib.suppress(OSError, ValueError):
@@ -489,7 +539,56 @@ def stop_state_dir(state_dir: Path) -> None:
     etcd_dir = data.get("etcd_data_dir")
     if etcd_dir and _is_our_etcd_dir(Path(etcd_dir), state_dir):
         shutil.rmtree(etcd_dir, ignore_errors=True)
-    shutil.rmtree(state_dir, ignore_errors=True)
+    _remove_state_files(state_dir, bool(marker.get("created_dir")))
+
+
+def _remove_state_files(state_dir: Path, created_dir: bool) -> None:
+    for name in STATE_ENTRIES:
+        for path in (state_dir / name, state_dir / f".{name}.tmp"):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+    (state_dir / MARKER_FILE).unlink(missing_ok=True)
+    if created_dir:
+        with contextlib.suppress(OSError):
+            state_dir.rmdir()  # only when empty: whatever someone else put there stays
+
+
+def reap_orphaned_temp_dirs(tmp: str | None = None) -> list[Path]:
+    """Stop clusters of runs killed with SIGKILL: their temporary state dirs (keys included) and processes.
+
+    Only temporary dirs this user's own runs created (marker with temporary=true), whose owning process is gone.
+    """
+    reaped: list[Path] = []
+    base = Path(tmp or tempfile.gettempdir())
+    try:
+        candidates = [p for p in base.iterdir() if p.name.startswith(TEMP_PREFIX) and p.is_dir()
+                      and not p.is_symlink()]
+    except OSError:
+        return reaped
+    for state_dir in candidates:
+        marker = read_marker(state_dir)
+        if not marker or not marker.get("temporary") or marker.get("owner_uid") != os.getuid():
+            continue
+        if _pid_alive(int(marker.get("owner_pid") or 0)):
+            continue
+        with contextlib.suppress(OSError, ConformanceError):
+            stop_state_dir(state_dir)
+            reaped.append(state_dir)
+    return reaped
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # -------------------------------------------------------------------- helpers
