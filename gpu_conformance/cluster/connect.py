@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
+import threading
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +16,10 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import KubeConfigLoader
 
+from gpu_conformance.cluster.credentials import CredentialFiles
+from gpu_conformance.cluster.exec_plugin import ExecCredential, ExecPlugin
 from gpu_conformance.errors import ClusterAccessError
 
 # Requests to the API server must never hang a run; every call passes this (connect, read) timeout.
@@ -24,9 +32,12 @@ class Connection:
     server: str
     context: str
     user: str = ""
+    credentials: CredentialFiles | None = None
 
     def close(self) -> None:
         self.api.close()
+        if self.credentials is not None:
+            self.credentials.close()
 
 
 def _kubeconfig_path(kubeconfig: str | None) -> Path | None:
@@ -58,33 +69,137 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Connec
             "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a pod "
             "(or use --cluster=sim for the built-in simulated cluster)"
         )
+    raw = read_kubeconfig(path)
+    ctx_name, ctx = _select_context(raw, path, context)
+    user_name = str(ctx.get("user") or "")
+    creds = CredentialFiles()
+    try:
+        cfg = _configuration(raw, path, ctx_name, ctx, creds)
+    except BaseException:
+        creds.close()
+        raise
+    api = client.ApiClient(cfg)
+    # The in-memory credential files live exactly as long as the client that reads them.
+    weakref.finalize(api, creds.close)
+    return Connection(api, cfg.host, ctx_name, user_name, creds)
+
+
+def read_kubeconfig(path: Path) -> dict[str, Any]:
+    """The kubeconfig as a mapping, with the shape of its lists checked: bad files end in one line."""
     if not path.is_file():
         raise ClusterAccessError(f"kubeconfig {path} not found")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ClusterAccessError(f"kubeconfig {path} is not readable: not UTF-8 text (byte 0x{e.object[e.start]:02x} "
+                                 f"at offset {e.start})") from None
+    except OSError as e:
+        raise ClusterAccessError(f"kubeconfig {path} is not readable: {e.strerror or e}") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ClusterAccessError(f"kubeconfig {path} is not readable: {first}") from None
     if not isinstance(raw, dict):
         raise ClusterAccessError(f"kubeconfig {path} is not a kubeconfig (expected a YAML mapping)")
-    contexts = {c.get("name"): c.get("context", {}) for c in raw.get("contexts") or [] if isinstance(c, dict)}
+    for key, body in (("contexts", "context"), ("clusters", "cluster"), ("users", "user")):
+        entries = raw.get(key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get(body) or {}, dict)
+                for e in entries):
+            raise ClusterAccessError(f"kubeconfig {path} is not a kubeconfig: {key!r} must be a list of "
+                                     f"{{name: ..., {body}: {{...}}}} entries")
+    if not isinstance(raw.get("current-context") or "", str):
+        raise ClusterAccessError(f"kubeconfig {path} is not a kubeconfig: 'current-context' must be a name")
+    return raw
+
+
+def _entries(raw: dict[str, Any], key: str, body: str) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e.get(body) or {} for e in raw.get(key) or []}
+
+
+def _select_context(raw: dict[str, Any], path: Path, context: str | None) -> tuple[str, dict[str, Any]]:
+    contexts = _entries(raw, "contexts", "context")
     ctx_name = context or raw.get("current-context")
     if not ctx_name:
         raise ClusterAccessError(f"kubeconfig {path} has no current-context; pass --context "
-                                 f"(available: {', '.join(sorted(map(str, contexts))) or 'none'})")
+                                 f"(available: {', '.join(sorted(contexts)) or 'none'})")
     if ctx_name not in contexts:
         raise ClusterAccessError(f"context {ctx_name!r} not found in kubeconfig {path} "
-                                 f"(available: {', '.join(sorted(map(str, contexts))) or 'none'})")
+                                 f"(available: {', '.join(sorted(contexts)) or 'none'})")
+    return ctx_name, contexts[ctx_name]
+
+
+def _configuration(raw: dict[str, Any], path: Path, ctx_name: str, ctx: dict[str, Any],
+                   creds: CredentialFiles) -> client.Configuration:
+    """A client Configuration for one context, its credentials held in memory (see credentials.py)."""
+    cluster_name, user_name = str(ctx.get("cluster") or ""), str(ctx.get("user") or "")
+    clusters, users = _entries(raw, "clusters", "cluster"), _entries(raw, "users", "user")
+    if cluster_name not in clusters:
+        raise ClusterAccessError(f"kubeconfig {path}: context {ctx_name!r} names cluster {cluster_name!r}, "
+                                 "which it does not define")
+    cluster = dict(clusters[cluster_name])
+    user = dict(users.get(user_name) or {})
+    _materialise(cluster, "certificate-authority", f"cluster {cluster_name!r}", path, creds)
+    _materialise(user, "client-certificate", f"user {user_name!r}", path, creds)
+    _materialise(user, "client-key", f"user {user_name!r}", path, creds)
+    plugin: ExecPlugin | None = None
+    credential: ExecCredential | None = None
+    if isinstance(user.get("exec"), dict):
+        plugin = ExecPlugin(user.pop("exec"), user_name, path, cluster)
+        credential = plugin.run()
+        _use_exec_credential(user, credential, creds)
+    one_context = {"apiVersion": "v1", "kind": "Config", "current-context": ctx_name,
+                   "contexts": [{"name": ctx_name, "context": ctx}],
+                   "clusters": [{"name": cluster_name, "cluster": cluster}],
+                   "users": [{"name": user_name, "user": user}]}
     cfg = client.Configuration()
     try:
-        config.load_kube_config(config_file=str(path), context=ctx_name, client_configuration=cfg,
-                                persist_config=False)
-    except (ConfigException, ValueError, TypeError, OSError) as e:
+        KubeConfigLoader(one_context, ctx_name, config_base_path=str(path.parent),
+                         temp_file_path=creds.fallback_dir()).load_and_set(cfg)
+    except (ConfigException, ValueError, TypeError, KeyError, OSError) as e:
         raise ClusterAccessError(f"kubeconfig {path} context {ctx_name!r} unusable: {e}") from None
+    if plugin is not None and credential is not None and credential.token and credential.expires:
+        cfg.refresh_api_key_hook = _token_refresher(plugin, credential)
     # The client would honour HTTP(S)_PROXY; a conformance read of one cluster should go straight to it.
     cfg.proxy = None
-    user = str((contexts.get(ctx_name) or {}).get("user", ""))
-    return Connection(client.ApiClient(cfg), cfg.host, str(ctx_name), user)
+    return cfg
+
+
+def _materialise(entry: dict[str, Any], key: str, where: str, path: Path, creds: CredentialFiles) -> None:
+    """Replace ``<key>-data`` (base64) by ``<key>``: the path of an in-memory copy of the decoded bytes."""
+    data = entry.pop(f"{key}-data", None)
+    if not data:
+        return
+    try:
+        decoded = base64.b64decode(str(data), validate=True)
+    except (binascii.Error, ValueError):
+        raise ClusterAccessError(f"kubeconfig {path}: {key}-data of {where} is not base64") from None
+    entry[key] = creds.path_for(decoded, key)
+
+
+def _use_exec_credential(user: dict[str, Any], cred: ExecCredential, creds: CredentialFiles) -> None:
+    if cred.token:
+        user["token"] = cred.token
+    if cred.client_certificate and cred.client_key:
+        user["client-certificate"] = creds.path_for(cred.client_certificate, "exec-client-certificate")
+        user["client-key"] = creds.path_for(cred.client_key, "exec-client-key")
+
+
+def _token_refresher(plugin: ExecPlugin, cred: ExecCredential) -> Callable[[client.Configuration], None]:
+    """Run the plugin again when its token is about to expire (an EKS token lasts 15 minutes)."""
+    lock = threading.Lock()
+    current = [cred]
+
+    def refresh(cfg: client.Configuration) -> None:
+        with lock:
+            if current[0].expired():
+                current[0] = plugin.run()
+            cfg.api_key["BearerToken"] = f"Bearer {current[0].token}"
+
+    return refresh
 
 
 def raw_request(api: client.ApiClient, method: str, path: str, query: list[tuple[str, str]] | None = None,

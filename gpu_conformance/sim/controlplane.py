@@ -44,6 +44,7 @@ import yaml
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from gpu_conformance.errors import ConformanceError, UsageError
+from gpu_conformance.pids import pid_alive
 from gpu_conformance.sim import binaries
 from gpu_conformance.sim.pki import Pki, make_pki
 
@@ -209,10 +210,13 @@ class SimCluster:
     # ---------------------------------------------------------------- clients and logs
 
     def api_client(self) -> ApiClient:
-        """A kubernetes.client.ApiClient for the admin user, from the generated kubeconfig."""
-        from kubernetes import config  # deferred: importing kubernetes costs ~0.5 s
+        """A kubernetes.client.ApiClient for the admin user, from the generated kubeconfig.
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig), context=CONTEXT_NAME)
+        Built like the suite's own connection: the admin key stays in memory, never in a temp file.
+        """
+        from gpu_conformance.cluster.connect import connect  # deferred: importing kubernetes costs ~0.5 s
+
+        return connect(str(self.kubeconfig), CONTEXT_NAME).api
 
     def write_container_log(self, container: str, text: str, previous: bool = False) -> None:
         """Set what `kubectl logs [--previous]` returns for every pod's container named `container`.
@@ -571,24 +575,13 @@ def reap_orphaned_temp_dirs(tmp: str | None = None) -> list[Path]:
         marker = read_marker(state_dir)
         if not marker or not marker.get("temporary") or marker.get("owner_uid") != os.getuid():
             continue
-        if _pid_alive(int(marker.get("owner_pid") or 0)):
+        if pid_alive(int(marker.get("owner_pid") or 0)):
             continue
         with contextlib.suppress(OSError, ConformanceError):
             stop_state_dir(state_dir)
             reaped.append(state_dir)
     return reaped
 
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -------------------------------------------------------------------- helpers
