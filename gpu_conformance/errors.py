@@ -28,6 +28,12 @@ class UsageError(ConformanceError):
 class ClusterAccessError(ConformanceError):
     exit_code = EXIT_CLUSTER_ACCESS
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        # The HTTP status of the API error behind the message, if any: callers decide on it (404 = gone),
+        # never on the wording of the message.
+        self.status = status
+
 
 class OperatorNotInstalled(ConformanceError):
     exit_code = EXIT_NOT_INSTALLED

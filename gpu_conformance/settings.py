@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,8 @@ from gpu_conformance.errors import UsageError
 DEFAULT_PROBE_IMAGE = "nvcr.io/nvidia/cuda:12.6.0-base-ubuntu22.04"
 EXPECT_DRIVER_CHOICES = ("auto", "operator", "host")
 EXPECT_CDI_CHOICES = ("auto", "yes", "no")
+# A namespace name is a DNS-1123 label; anything else would end up in an API path (`../../apis`).
+_NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass
@@ -44,15 +49,36 @@ class Settings:
             self.probe_timeout = float(self.probe_timeout)
         except (TypeError, ValueError):
             raise UsageError(f"--probe-timeout must be a number of seconds, not {self.probe_timeout!r}") from None
-        if self.probe_timeout <= 0:
-            raise UsageError(f"--probe-timeout must be positive, not {self.probe_timeout}")
+        if not math.isfinite(self.probe_timeout) or self.probe_timeout <= 0:
+            raise UsageError(f"--probe-timeout must be a positive number of seconds, not {self.probe_timeout}")
+        ns = self.operator_namespace
+        if ns is not None and (not isinstance(ns, str) or len(ns) > 63 or not _NAMESPACE_NAME.match(ns)):
+            raise UsageError(f"--operator-namespace {ns!r} is not a namespace name (lower-case letters, digits "
+                             "and '-', at most 63)")
         if not self.probe_image:
             raise UsageError("--probe-image must not be empty")
         if self.gpu_node_selector is not None:
             from gpu_conformance.cluster.selectors import parse_selector
 
             parse_selector(self.gpu_node_selector)  # raises UsageError on nonsense
+        self._validate_report_dir()
+        if self.baseline:
+            from gpu_conformance.report.json_report import load_json
+
+            load_json(self.baseline)  # before the run, not after it: ReportFileError is a UsageError
         return self
+
+    def _validate_report_dir(self) -> None:
+        """--report-dir must be a directory this run can write, checked before anything runs."""
+        d = Path(str(self.report_dir)).expanduser()
+        if d.exists() and not d.is_dir():
+            raise UsageError(f"--report-dir {d} is a file, not a directory")
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--report-dir {d} cannot be created: {e.strerror or e}") from None
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise UsageError(f"--report-dir {d} is not writable")
 
 
 def load_config_file(path: str) -> dict[str, Any]:
@@ -61,7 +87,11 @@ def load_config_file(path: str) -> dict[str, Any]:
     if not p.is_file():
         raise UsageError(f"--conformance-config {path}: no such file")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = yaml.safe_load(p.read_bytes().decode("utf-8")) or {}
+    except UnicodeDecodeError:
+        raise UsageError(f"--conformance-config {path}: not a YAML text file (not UTF-8)") from None
+    except OSError as e:
+        raise UsageError(f"--conformance-config {path}: cannot read ({e.strerror or e})") from None
     except yaml.YAMLError as e:
         raise UsageError(f"--conformance-config {path}: not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict):

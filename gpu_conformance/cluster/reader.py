@@ -66,7 +66,7 @@ class ClusterReader:
         with self._lock:
             self.requests += 1
         data = raw_request(self.conn.api, method, path, query, body)
-        return json.loads(data) if data else {}
+        return _kubernetes_json(data)
 
     def call(self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None,
              what: str = "") -> Any:
@@ -77,15 +77,20 @@ class ClusterReader:
             raise self._api_error(e, what or f"{method} {path}") from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ClusterAccessError(f"cannot reach the API server at {self.conn.server}: {_root_reason(e)}") from None
+        except NotKubernetesResponse as e:
+            raise self._not_kubernetes(e, what or f"{method} {path}") from None
 
-    def _api_error(self, e: ApiException, what: str) -> Exception:
+    def _api_error(self, e: ApiException, what: str) -> ClusterAccessError:
         if e.status == 401:
             return ClusterAccessError(f"401 Unauthorized from {self.conn.server}: the credentials of context "
-                                      f"{self.conn.context!r} were rejected ({what})")
+                                      f"{self.conn.context!r} were rejected ({what})", status=e.status)
         if e.status == 403:
             return ClusterAccessError(f"403 Forbidden: {self.conn.user or 'this user'} cannot {what} "
-                                      f"(grant it with rbac.yaml)")
-        return ClusterAccessError(f"{what} failed: HTTP {e.status} {e.reason}")
+                                      f"(grant it with rbac.yaml)", status=e.status)
+        return ClusterAccessError(f"{what} failed: HTTP {e.status} {e.reason}", status=e.status)
+
+    def _not_kubernetes(self, e: NotKubernetesResponse, what: str) -> ClusterAccessError:
+        return ClusterAccessError(f"{self.conn.server} does not answer like a Kubernetes API server ({what}: {e})")
 
     def list_raw(self, spec: ListSpec) -> list[dict[str, Any]] | None:
         query = [("labelSelector", spec.label_selector)] if spec.label_selector else []
@@ -102,7 +107,11 @@ class ClusterReader:
             raise self._api_error(e, what) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ClusterAccessError(f"cannot reach the API server at {self.conn.server}: {_root_reason(e)}") from None
+        except NotKubernetesResponse as e:
+            raise self._not_kubernetes(e, what) from None
         items = data.get("items") or []
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise self._not_kubernetes(NotKubernetesResponse("'items' is not a list of objects"), what)
         # Visible with --log-cli-level=DEBUG: what was read, how much, how long.
         log.debug("%s: %d items in %.2fs", what, len(items), time.monotonic() - t0)
         return items
@@ -123,7 +132,11 @@ class ClusterReader:
                     "spec": {"resourceAttributes": attrs}}
             out = self.call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body,
                             what="create selfsubjectaccessreviews.authorization.k8s.io")
-            if out.get("status", {}).get("allowed"):
+            status = out.get("status")
+            if not isinstance(status, dict):
+                raise self._not_kubernetes(NotKubernetesResponse("no review status in the answer"),
+                                           "create selfsubjectaccessreviews.authorization.k8s.io")
+            if status.get("allowed") is True:
                 return None
             return f"{verb} {resource}{'.' + group if group else ''}" + (f" in namespace {ns}" if ns else "")
 
@@ -241,6 +254,23 @@ class ClusterReader:
             return {}
         with ThreadPoolExecutor(max_workers=4) as pool:
             return dict(pool.map(fetch, wanted))
+
+
+class NotKubernetesResponse(ValueError):
+    """A 2xx answer that is not a Kubernetes JSON object (an HTML login page, a proxy's JSON, a list)."""
+
+
+def _kubernetes_json(data: bytes) -> dict[str, Any]:
+    if not data:
+        return {}
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        start = data[:40].decode("utf-8", "replace").strip()
+        raise NotKubernetesResponse(f"not JSON, starts with {start!r}") from None
+    if not isinstance(parsed, dict):
+        raise NotKubernetesResponse(f"a JSON {type(parsed).__name__}, not an object")
+    return parsed
 
 
 def discover_namespace(snap: ClusterSnapshot) -> str | None:
