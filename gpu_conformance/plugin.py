@@ -7,6 +7,7 @@ otherwise. Reports are written when the session ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -91,11 +92,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if os.path.exists(target):
             raise pytest.UsageError(f"--cluster took {target!r} as its target; write --cluster=current "
                                     f"(or put test paths before --cluster)")
-        raise pytest.UsageError(f"--cluster: unknown target {target!r} (known: {', '.join(TARGETS)})")
+        raise _usage_error(config, f"--cluster: unknown target {target!r} (known: {', '.join(TARGETS)})")
     try:
         settings = settings_from_config(config)
     except UsageError as e:
-        raise pytest.UsageError(str(e)) from None
+        raise _usage_error(config, str(e)) from None
     config._gpu_settings = settings  # type: ignore[attr-defined]
     report_dir = Path(settings.report_dir)
     # Every run writes all machine formats next to our own report unless the user chose otherwise.
@@ -106,6 +107,26 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.self_contained_html = True
     if hasattr(config.option, "allure_report_dir") and not config.option.allure_report_dir:
         config.option.allure_report_dir = str(report_dir / "allure-results")
+
+
+def _usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
+    """A bad option ends the run before pytest writes any report: leave reports that say so (issue: a stale
+    CONFORMANT conformance.json in the report dir would otherwise pass for this run's)."""
+    from gpu_conformance.errors import EXIT_USAGE
+    from gpu_conformance.session import new_run_id
+
+    report_dir = Path(config.getoption("report_dir") or Settings.report_dir)
+    junit = getattr(config.option, "xmlpath", None) or report_dir / "junit.xml"
+    with contextlib.suppress(OSError):  # the report dir itself may be what is wrong; the one line says it all
+        _write_failed_run(report_dir, new_run_id(), EXIT_USAGE, message, junit)
+    return pytest.UsageError(message)
+
+
+def _write_failed_run(report_dir: Path | str, run_id: str, exit_code: int, message: str,
+                      junit: Path | str | None) -> dict[str, Path]:
+    from gpu_conformance.report.failed_run import write_failed_run
+
+    return write_failed_run(report_dir, run_id=run_id, exit_code=exit_code, message=message, junit_path=junit)
 
 
 def _is_conformance(item: pytest.Item) -> bool:
@@ -257,17 +278,28 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    error = session.config.stash.get(_ERROR_KEY, None)
+    config = session.config
+    error = config.stash.get(_ERROR_KEY, None)
+    settings: Settings | None = getattr(config, "_gpu_settings", None)
     if error is not None:
         session.exitstatus = error.exit_code
+        if settings is not None:
+            # After pytest's junitxml (this hook runs last): its empty green suite is replaced by the error.
+            config._gpu_reports = _write_failed_run(  # type: ignore[attr-defined]
+                settings.report_dir, settings.run_id, error.exit_code, str(error), config.option.xmlpath)
         return
-    run = session.config.stash.get(_RUN_KEY, None)
+    run = config.stash.get(_RUN_KEY, None)
     if run is None:
         return
     try:
         if run.snapshot is not None:
-            session.config._gpu_reports = run.write_reports()  # type: ignore[attr-defined]
-            session.config._gpu_result = run.result()  # type: ignore[attr-defined]
+            config._gpu_reports = run.write_reports()  # type: ignore[attr-defined]
+            config._gpu_result = run.result()  # type: ignore[attr-defined]
+        elif settings is not None:
+            # Interrupted (Ctrl-C) before the cluster was read: no verdict, and none of an earlier run either.
+            config._gpu_reports = _write_failed_run(  # type: ignore[attr-defined]
+                settings.report_dir, settings.run_id, int(exitstatus),
+                "interrupted before the cluster was read", config.option.xmlpath)
     finally:
         run.close()
 
