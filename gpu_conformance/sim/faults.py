@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance import operands as op
+from gpu_conformance.errors import UsageError
 from gpu_conformance.model import Layer
 from gpu_conformance.sim import pod_states
 from gpu_conformance.sim.install import (
@@ -119,6 +120,25 @@ def fault(name: str, description: str, injection: str, layer: Layer | None, chec
         FAULTS[name] = Fault(name, description, injection, fn, layer, frozenset(checks), nodes, **kw)
         return fn
     return wrap
+
+
+class FaultCombinationError(UsageError):
+    """Faults that cannot be applied together on one simulated cluster: one line, exit 4."""
+
+
+def apply_all(sim: SimInstall, names: list[str], cluster: Any = None) -> list[Fault]:
+    """Apply faults in order; when a fault cannot be applied on top of the earlier ones, refuse in one line."""
+    applied: list[Fault] = []
+    for name in names:
+        try:
+            applied.append(apply(sim, name, cluster))
+        except Exception as e:  # noqa: BLE001 — any failure of a fault on top of another is this one error
+            if not applied:
+                raise
+            raise FaultCombinationError(
+                f"sim fault {name!r} cannot be combined with {', '.join(repr(f.name) for f in applied)}: "
+                f"{type(e).__name__}: {e}") from None
+    return applied
 
 
 def apply(sim: SimInstall, name: str, cluster: Any = None) -> Fault:
@@ -473,9 +493,11 @@ def _gpus_all_allocated(ctx: FaultContext) -> None:
             raise
     ctx.wait(lambda: bool(ctx.kube.list("ServiceAccount", "busy-workloads")), "default ServiceAccount")
     for n in ctx.sim.gpu_nodes:
-        alloc = ctx.kube.get("Node", n)["status"]["allocatable"]
+        alloc = ctx.kube.get("Node", n)["status"].get("allocatable") or {}
         res = "nvidia.com/gpu" if "nvidia.com/gpu" in alloc else next(
-            k for k in alloc if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-"))
+            (k for k in alloc if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-")), None)
+        if res is None:
+            continue  # a node another fault left without advertised GPUs has none to allocate
         ctx.kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"training-{n}",
                                                                           "namespace": "busy-workloads"},
                          "spec": {"nodeName": n, "tolerations": [{"operator": "Exists"}],

@@ -54,8 +54,7 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
     try:
         inst = install(cluster.api_client(), profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes,
                        log_writer=cluster.write_container_log)
-        for f in faults or []:
-            fault_catalogue.apply(inst, f, cluster)
+        fault_catalogue.apply_all(inst, list(faults or []), cluster)
     except BaseException:
         cluster.stop()  # a half-installed cluster is of no use, detached or not
         raise

@@ -1,0 +1,50 @@
+"""Combined sim faults either work together or are refused in one line (issue 13 item 11).
+
+`--sim-fault=driver-crashloop --sim-fault=gpus-all-allocated` crashed with StopIteration: the node whose
+driver crash-loops advertises no GPU, and the second fault assumed every GPU node had one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gpu_conformance.sim import faults
+from gpu_conformance.sim.faults import FaultCombinationError, apply_all
+
+SIM = SimpleNamespace(log_writer=None)  # what the fake faults below see of the simulated install
+
+
+def test_a_fault_that_fails_on_top_of_another_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def fake(name: str, fails: bool) -> faults.Fault:
+        def inject(ctx: faults.FaultContext) -> None:
+            calls.append(name)
+            if fails:
+                raise KeyError("nvidia.com/gpu")
+        return faults.Fault(name, "d", "i", inject, None, frozenset(), faults.ALL)
+
+    monkeypatch.setitem(faults.FAULTS, "first", fake("first", False))
+    monkeypatch.setitem(faults.FAULTS, "second", fake("second", True))
+    with pytest.raises(FaultCombinationError, match=r"sim fault 'second' cannot be combined with 'first': "
+                                                    r"KeyError") as e:
+        apply_all(SIM, ["first", "second"])  # type: ignore[arg-type]
+    assert "\n" not in str(e.value) and calls == ["first", "second"]
+    with pytest.raises(KeyError):  # alone, a fault's own failure is a bug to see, not a combination problem
+        apply_all(SIM, ["second"])  # type: ignore[arg-type]
+
+
+@pytest.mark.sim
+def test_driver_crashloop_with_all_gpus_allocated(tmp_path: Path) -> None:
+    """The pair from the findings works: the busy pods take the GPUs of every node that still has any, and the
+    suite judges the crash-looping node by its driver and the others by the probe."""
+    from test_fault_matrix import run_suite
+
+    data = run_suite("default", ["driver-crashloop", "gpus-all-allocated"], {}, tmp_path)
+    roots = {n["name"]: (n["root_cause"] or {}).get("layer") for n in data["nodes"]}
+    assert roots == {"gpu-node-0": "probe", "gpu-node-1": "driver-toolkit", "gpu-node-2": "probe"}, \
+        json.dumps(roots)
