@@ -65,6 +65,14 @@ def _report_diff(a: argparse.Namespace) -> int:
     return 0
 
 
+def _rbac(a: argparse.Namespace) -> int:
+    from importlib import resources
+
+    # Shipped in the package (a symlink to the repository's rbac.yaml, followed when the wheel is built).
+    print(resources.files("gpu_conformance").joinpath("rbac.yaml").read_text(), end="")
+    return 0
+
+
 def _catalogue(a: argparse.Namespace) -> int:
     from gpu_conformance import catalogue
 
@@ -94,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("new")
     d.set_defaults(func=_report_diff)
     sub.add_parser("catalogue", help="print the table of checks (markdown)").set_defaults(func=_catalogue)
+    sub.add_parser("rbac", help="print rbac.yaml (gpu-conformance rbac | kubectl apply -f -)").set_defaults(
+        func=_rbac)
     return p
 
 

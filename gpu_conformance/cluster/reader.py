@@ -26,6 +26,8 @@ from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERAT
 
 log = logging.getLogger(__name__)
 MAX_LOG_READS = 20
+# rbac.yaml ships in the package; this is how a user without a clone of the repository applies it.
+APPLY_RBAC = "gpu-conformance rbac | kubectl apply -f -"
 LOG_TAIL_LINES = 20
 
 
@@ -86,7 +88,7 @@ class ClusterReader:
                                       f"{self.conn.context!r} were rejected ({what})", status=e.status)
         if e.status == 403:
             return ClusterAccessError(f"403 Forbidden: {self.conn.user or 'this user'} cannot {what} "
-                                      f"(grant it with rbac.yaml)", status=e.status)
+                                      f"(grant it with rbac.yaml: {APPLY_RBAC})", status=e.status)
         return ClusterAccessError(f"{what} failed: HTTP {e.status} {e.reason}", status=e.status)
 
     def _not_kubernetes(self, e: NotKubernetesResponse, what: str) -> ClusterAccessError:
@@ -169,7 +171,7 @@ class ClusterReader:
             needs = [("list", s.group, s.resource, s.namespace) for s in cluster_lists]
             missing = self.missing_permissions(sorted(set(needs)))
             if missing:
-                raise ClusterAccessError("missing permissions: " + "; ".join(missing) + " (apply rbac.yaml)")
+                raise ClusterAccessError(f"missing permissions: {'; '.join(missing)} (apply rbac.yaml: {APPLY_RBAC})")
 
         jobs: dict[str, Callable[[], Any]] = {s.attr: (lambda s=s: self.list_raw(s)) for s in cluster_lists}
         jobs["version"] = lambda: self.call("GET", "/version", what="get /version")
@@ -202,7 +204,8 @@ class ClusterReader:
                                                     if not s.best_effort]
                                                    + [("get", "", "pods/log", ns)])
                 if missing:
-                    raise ClusterAccessError("missing permissions: " + "; ".join(missing) + " (apply rbac.yaml)")
+                    raise ClusterAccessError(f"missing permissions: {'; '.join(missing)} "
+                                             f"(apply rbac.yaml: {APPLY_RBAC})")
             res2 = self._run_all({s.attr: (lambda s=s: self.list_raw(s)) for s in ns_lists})
             snap.pods = res2["pods"] or []
             snap.daemonsets = res2["daemonsets"] or []
