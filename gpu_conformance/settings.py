@@ -63,9 +63,12 @@ class Settings:
             parse_selector(self.gpu_node_selector)  # raises UsageError on nonsense
         self._validate_report_dir()
         if self.baseline:
-            from gpu_conformance.report.json_report import load_json
+            from gpu_conformance.report.json_report import ReportFileError, load_json
 
-            load_json(self.baseline)  # before the run, not after it: ReportFileError is a UsageError
+            try:
+                load_json(self.baseline)  # before the run, not after it
+            except ReportFileError as e:
+                raise UsageError(f"--baseline {e}") from None
         return self
 
     def _validate_report_dir(self) -> None:

@@ -175,3 +175,39 @@ def test_without_memfd_credentials_live_in_a_private_dir_removed_on_close(tmp_pa
     assert stat.S_IMODE(key.parent.stat().st_mode) == 0o700 and stat.S_IMODE(key.stat().st_mode) == 0o600
     conn.close()
     assert files_under(tmpdir) == [] and remove_stale_dirs(str(tmpdir)) == []
+
+
+@pytest.mark.sim
+def test_sigkilled_sim_run_is_reaped_by_the_next_one(tmp_path: Path) -> None:
+    """SIGKILL cannot be caught: a --cluster=sim run leaves its temporary state dir (the sim's keys) and its
+    processes. The next simulated cluster started from the same $TMPDIR stops and removes them."""
+    from gpu_conformance.sim.controlplane import PIDS_FILE, reap_orphaned_temp_dirs
+
+    tmpdir = tmp_path / "private-tmpdir"
+    tmpdir.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--cluster=sim",
+                             "--sim-gpu-nodes=1", "--sim-cpu-nodes=0", f"--report-dir={tmp_path / 'r'}"],
+                            cwd=REPO, env={**os.environ, "TMPDIR": str(tmpdir)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmpdir.glob("gpu-sim-*/kubeconfig")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the sim never came up"
+            time.sleep(0.2)
+        time.sleep(1)
+        state = next(tmpdir.glob("gpu-sim-*"))
+        pids = [p["pid"] for p in json.loads((state / PIDS_FILE).read_text())["processes"].values()]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert all(_running(pid) for pid in pids)  # orphaned, in their own sessions
+    assert reap_orphaned_temp_dirs(str(tmpdir)) == [state]
+    assert not state.exists() and not any(_running(pid) for pid in pids)
+    assert [p for p in files_under(tmpdir) if b"-----BEGIN" in p.read_bytes()] == []
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
