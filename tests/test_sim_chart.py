@@ -14,7 +14,8 @@ def render(template: str, values: dict) -> str:
 
 
 def test_if_end_and_whitespace_trimming_like_go_templates() -> None:
-    t = "a:\n  {{- if .Values.x }}\n  x: {{ .Values.x }}\n  {{- end }}\n  {{- if .Values.y }}\n  y: 1\n  {{- end }}\nb: 2\n"
+    t = ("a:\n  {{- if .Values.x }}\n  x: {{ .Values.x }}\n  {{- end }}\n"
+         "  {{- if .Values.y }}\n  y: 1\n  {{- end }}\nb: 2\n")
     assert render(t, {"x": 5, "y": ""}) == "a:\n  x: 5\nb: 2\n"
     assert render(t, {"x": False, "y": "no"}) == "a:\n  y: 1\nb: 2\n"
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
@@ -39,9 +38,6 @@ PRIORITY_CLASS = "system-node-critical"
 VALIDATIONS_DIR = "/run/nvidia/validations"
 MPS_DAEMONSET = "nvidia-device-plugin-mps-control-daemon"
 
-# ClusterPolicy condition texts (GO internal/conditions; facts §4a).
-READY_MESSAGE = "ClusterPolicy is ready as all resources have been successfully reconciled"
-NOT_READY_MESSAGE = "ClusterPolicy is not ready; states not ready: {states}"
 
 
 # ---- small builders ----------------------------------------------------------------------
@@ -116,14 +112,43 @@ def images(profile: Profile) -> Images:
 
 
 # ---- CRDs and ClusterPolicy --------------------------------------------------------------
+# Fields of the ClusterPolicy spec that releases after v25.3.4 added to the CRD (the only CRD the Go module
+# proxy serves is v25.3.4's). Profiles of those releases write them, so their CRD gets them; every other
+# field is validated by the real v25.3.4 schema. Facts: gpu-operator-facts.md §4a (CRD defaults per release).
+_LATER_CRD_FIELDS: tuple[tuple[tuple[int, int, int], tuple[str, ...], Obj], ...] = (
+    ((25, 10, 0), ("sandboxWorkloads", "mode"),
+     {"type": "string", "default": "kubevirt", "enum": ["kubevirt", "kata"],
+      "description": "Mode indicates the sandbox mode (kubevirt or kata)"}),
+    ((26, 3, 0), ("cdi", "nriPluginEnabled"),
+     {"type": "boolean", "default": False,
+      "description": "NRIPluginEnabled indicates whether the toolkit runs an NRI plugin to inject CDI devices"}),
+)
+
+
 @cache
-def _crd_text(filename: str) -> str:
-    return resources.files("gpu_conformance.sim").joinpath("data", filename).read_text()
+def _real_crds() -> tuple[str, ...]:
+    from gpu_conformance.sim.operator_module import crd_files
+
+    return tuple(p.read_text() for p in crd_files())
 
 
-def crds() -> list[Obj]:
-    """ClusterPolicy and NVIDIADriver CRDs (Helm installs both, whichever manages the driver)."""
-    return [yaml.safe_load(_crd_text("clusterpolicy-crd.yaml")), yaml.safe_load(_crd_text("nvidiadriver-crd.yaml"))]
+def crds(profile: Profile | None = None) -> list[Obj]:
+    """The CRDs the operator's chart ships (ClusterPolicy, NVIDIADriver), read from its Go module.
+
+    For a profile newer than v25.3.4 the ClusterPolicy schema also gets the spec fields that release added.
+    """
+    out = [yaml.safe_load(text) for text in _real_crds()]
+    version = profile.version if profile is not None else (0, 0, 0)
+    for crd in out:
+        if crd["metadata"]["name"] != op.CLUSTERPOLICY_CRD:
+            continue
+        for since, path, schema in _LATER_CRD_FIELDS:
+            if version < since:
+                continue
+            for v in crd["spec"]["versions"]:
+                props = v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                props[path[0]]["properties"][path[1]] = dict(schema)
+    return out
 
 
 def clusterpolicy_spec(profile: Profile) -> Obj:
@@ -177,9 +202,11 @@ def clusterpolicy_spec(profile: Profile) -> Obj:
         "vfioManager": {"enabled": True},
         "kataManager": {"enabled": False},
         "ccManager": {"enabled": False},
-        "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container", "mode": "kubevirt"},
+        "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
         "hostPaths": {"rootFS": "/", "driverInstallDir": "/run/nvidia/driver"},
     }
+    if profile.version >= (25, 10, 0):
+        spec["sandboxWorkloads"]["mode"] = "kubevirt"  # added to the chart in v25.10
     if profile.version >= (26, 3, 0):
         spec["cdi"]["nriPluginEnabled"] = profile.nri
     elif profile.version < (25, 10, 0):
@@ -199,28 +226,6 @@ def clusterpolicy(profile: Profile) -> Obj:
             "app.kubernetes.io/version": c.operator, "helm.sh/chart": f"gpu-operator-{c.operator}"}},
         "spec": clusterpolicy_spec(profile),
     }
-
-
-def clusterpolicy_status(namespace: str, *, ready: bool = True, states_not_ready: tuple[str, ...] = (),
-                         now: str | None = None) -> Obj:
-    """status as the operator writes it: state, namespace and the Ready/Error condition pair."""
-    ts = now or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    if ready:
-        conditions = [
-            {"type": "Ready", "status": "True", "reason": "Reconciled", "message": READY_MESSAGE,
-             "lastTransitionTime": ts},
-            {"type": "Error", "status": "False", "reason": "Ready", "message": "", "lastTransitionTime": ts},
-        ]
-        state = "ready"
-    else:
-        states = "[" + " ".join(states_not_ready) + "]"
-        conditions = [
-            {"type": "Ready", "status": "False", "reason": "Error", "message": "", "lastTransitionTime": ts},
-            {"type": "Error", "status": "True", "reason": "OperandNotReady",
-             "message": NOT_READY_MESSAGE.format(states=states), "lastTransitionTime": ts},
-        ]
-        state = "notReady"
-    return {"state": state, "namespace": namespace, "conditions": conditions}
 
 
 # ---- Helm-created workloads --------------------------------------------------------------
@@ -1042,7 +1047,7 @@ def build(profile: Profile, namespace: str = "gpu-operator", gpu_nodes: list[str
         namespace=namespace,
         namespace_object={"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": namespace, "labels": {"kubernetes.io/metadata.name": namespace}}},
-        crds=crds(),
+        crds=crds(profile),
         clusterpolicy=clusterpolicy(profile),
         helm_objects=helm,
         runtime_classes=runtime_classes(profile, clusterpolicy_uid),

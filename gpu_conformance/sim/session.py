@@ -33,8 +33,9 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
     from gpu_conformance.sim import faults as fault_catalogue
     from gpu_conformance.sim.binaries import ensure_binaries
     from gpu_conformance.sim.controlplane import SimCluster
+    from gpu_conformance.sim.operator_status import settle, start_status_loop
     from gpu_conformance.sim.profiles import PROFILES
-    from gpu_conformance.sim.reconcile import LOG_CONTAINERS, install
+    from gpu_conformance.sim.reconcile import LOG_CONTAINERS, Kube, install
 
     if profile not in PROFILES:
         raise UsageError(f"unknown sim profile {profile!r} (known: {', '.join(PROFILES)})")
@@ -56,6 +57,10 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
                        log_writer=cluster.write_container_log)
         for f in faults or []:
             fault_catalogue.apply(inst, f, cluster)
+        # The hand-written operator keeps its ClusterPolicy status current, in a process of its own that
+        # lives as long as the cluster (stopped with it), like the real operator's reconcile loop.
+        start_status_loop(cluster, inst.namespace, inst.profile.operator_version)
+        settle(Kube(cluster.api_client()), inst.namespace, inst.profile.operator_version)
     except BaseException:
         cluster.stop()  # a half-installed cluster is of no use, detached or not
         raise
