@@ -216,11 +216,13 @@ def daemonsets_settled(kube: Any, namespace: str) -> bool:
     return True
 
 
-def settle(kube: Any, namespace: str, operator_version: str, timeout: float = 20.0) -> Obj | None:
+def settle(kube: Any, namespace: str, operator_version: str, timeout: float = 20.0,
+           write: bool = True) -> Obj | None:
     """Wait until the DaemonSet controller has counted the pods, then write the status they imply.
 
     Faults change pod statuses directly; the operator's next reconcile (at most 5 s later on a real
-    cluster) sees them only through the DaemonSet status, so wait for that before judging.
+    cluster) sees them only through the DaemonSet status, so wait for that before judging. write=False
+    (the real operator writes its own): wait until its status equals what the rule implies, or time out.
     """
     writer = StatusWriter(kube, namespace, operator_version)
     end = time.monotonic() + timeout
@@ -230,7 +232,14 @@ def settle(kube: Any, namespace: str, operator_version: str, timeout: float = 20
         time.sleep(0.3)
     if not writer.operator_running():
         return None
-    return writer.write()
+    if write:
+        return writer.write()
+    stop = time.monotonic() + timeout
+    while True:
+        got = writer.compute()
+        if got is None or status_equal(got["current"], got["status"]) or time.monotonic() > stop:
+            return got["current"] if got else None
+        time.sleep(0.5)
 
 
 # ---- the loop: a separate process, like the operator ------------------------------------------
