@@ -26,12 +26,13 @@ TIMINGS = Path("reports/fault-matrix-timings.json")
 NEVER_FAIL = {"OPR-005"}  # an untagged operator image is a warning: expectations fall back to the newest release
 
 
-def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path, gpu_nodes: int = 3) -> dict:
+def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path, gpu_nodes: int = 3,
+              operator: str = "sim") -> dict:
     from gpu_conformance.session import ConformanceRun
     from gpu_conformance.settings import Settings
     from gpu_conformance.sim.session import start_sim
 
-    booted = start_sim(profile=profile, faults=faults, quiet=True, gpu_nodes=gpu_nodes)
+    booted = start_sim(profile=profile, faults=faults, quiet=True, gpu_nodes=gpu_nodes, operator=operator)
     run = None
     try:
         s = Settings(kubeconfig=str(booted.kubeconfig), report_dir=str(report_dir), probe_timeout=60, **settings)

@@ -32,6 +32,11 @@ NODE = "gpu-node-1"  # the node a single-node fault breaks; gpu-node-0 and gpu-n
 CLUSTER = "cluster"
 ALL = "all"
 PROBE_LOG = "gpu-probe"
+# Why a fault is simulated-only (the README's fault table says so).
+HEALED = "the real operator repairs what it owns within seconds (healed, no fault left to find)"
+STANDIN = ("the real operator runs as a local process; its Deployment's pod is a stand-in, so scaling or "
+           "crashing that pod does not stop it")
+NOT_CHART_DEFAULT = "profile host-driver (driver.enabled=false) is not the chart's default the real operator runs"
 
 
 @dataclass
@@ -104,6 +109,8 @@ class Fault:
     warns: frozenset[str] = frozenset()  # checks that must report WARN (e.g. an opt-out)
     # States the operator must report not ready with this fault (its ClusterPolicy status; subset).
     states_not_ready: frozenset[str] = frozenset()
+    # Why the fault cannot run against the real v25.3.4 operator (empty: it runs in the differential test).
+    simulated_only: str = ""
 
     def affected(self, gpu_nodes: list[str]) -> list[str]:
         if self.nodes == NODE:
@@ -177,7 +184,8 @@ def _t() -> str:
 # ---- operator ------------------------------------------------------------------------------
 @fault("operator-scaled-to-zero", "someone scaled the gpu-operator Deployment to 0: nothing reconciles any more",
        "Deployment gpu-operator spec.replicas=0 (kube-controller-manager removes the pod)",
-       Layer.OPERATOR, {"OPR-004"}, CLUSTER)
+       Layer.OPERATOR, {"OPR-004"}, CLUSTER,
+       simulated_only=STANDIN)
 def _operator_scaled_to_zero(ctx: FaultContext) -> None:
     ctx.kube.patch("Deployment", op.OPERATOR_DEPLOYMENT, {"spec": {"replicas": 0}}, ctx.ns)
     ctx.wait(lambda: not ctx.pods("gpu-operator"), "operator pod deleted")
@@ -185,7 +193,8 @@ def _operator_scaled_to_zero(ctx: FaultContext) -> None:
 
 @fault("operator-crashloop", "the operator pod crash-loops (e.g. a bad operator image or RBAC change)",
        "operator pod status: container gpu-operator CrashLoopBackOff, 12 restarts",
-       Layer.OPERATOR, {"OPR-004"}, CLUSTER)
+       Layer.OPERATOR, {"OPR-004"}, CLUSTER,
+       simulated_only=STANDIN)
 def _operator_crashloop(ctx: FaultContext) -> None:
     p = ctx.pods("gpu-operator")[0]
     ctx.set_status(p, pod_states.crash_looping(p, "gpu-operator", restarts=12))
@@ -229,7 +238,8 @@ def _no_gpu_nodes(ctx: FaultContext) -> None:
 
 @fault("toolkit-daemonset-deleted", "the toolkit DaemonSet was deleted while the ClusterPolicy enables it",
        "delete DaemonSet nvidia-container-toolkit-daemonset (its pods go with it)",
-       Layer.OPERATOR, {"OPR-006"}, CLUSTER)
+       Layer.OPERATOR, {"OPR-006"}, CLUSTER,
+       simulated_only=HEALED)
 def _toolkit_ds_deleted(ctx: FaultContext) -> None:
     ctx.kube.request("DELETE", ctx.kube.path("DaemonSet", op.TOOLKIT.daemonset, ctx.ns),
                      body={"propagationPolicy": "Foreground"})
@@ -287,7 +297,8 @@ def _dp_opted_out(ctx: FaultContext) -> None:
 
 @fault("deploy-labels-missing", "the operator stopped labelling one node (its deploy labels are gone)",
        "remove every nvidia.com/gpu.deploy.* label from gpu-node-1 (operand pods are withdrawn)",
-       Layer.DEPLOY_LABELS, {"LBL-001"}, NODE)
+       Layer.DEPLOY_LABELS, {"LBL-001"}, NODE,
+       simulated_only=HEALED)
 def _deploy_labels_missing(ctx: FaultContext) -> None:
     labels = ctx.kube.get("Node", NODE)["metadata"].get("labels") or {}
     ctx.node_patch(NODE, {"metadata": {"labels": {k: None for k in labels if k.startswith(op.DEPLOY_PREFIX)}}})
@@ -346,7 +357,8 @@ def _driver_crashloop(ctx: FaultContext) -> None:
        "upgraded without rebuilding the module): the validator is stuck in driver-validation",
        "gpu-node-1: validator and toolkit looping in driver-validation (host nvidia-smi fails); gated operands "
        "in Init:0/1; no GPU resources",
-       Layer.DRIVER_TOOLKIT, {"DRV-003", "DRV-004"}, NODE, profile="host-driver")
+       Layer.DRIVER_TOOLKIT, {"DRV-003", "DRV-004"}, NODE, profile="host-driver",
+       simulated_only=NOT_CHART_DEFAULT)
 def _host_driver_broken(ctx: FaultContext) -> None:
     t = ctx.pod(op.TOOLKIT.daemonset, NODE)
     ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
@@ -399,7 +411,8 @@ def _cuda_validation_failing(ctx: FaultContext) -> None:
 @fault("expect-operator-driver-on-host", "the admin expects the operator to manage the driver but the cluster "
        "runs a host driver (driver.enabled=false): a configuration drift",
        "run with --expect-driver=operator on the host-driver profile",
-       Layer.DRIVER_TOOLKIT, {"DRV-001"}, ALL, profile="host-driver", settings={"expect_driver": "operator"})
+       Layer.DRIVER_TOOLKIT, {"DRV-001"}, ALL, profile="host-driver", settings={"expect_driver": "operator"},
+       simulated_only=NOT_CHART_DEFAULT)
 def _expect_operator_driver(ctx: FaultContext) -> None:
     return None  # the cluster is healthy; the expectation differs
 
@@ -448,7 +461,8 @@ def _gfd_labels_missing(ctx: FaultContext) -> None:
 @fault("runtimeclass-nvidia-missing", "RuntimeClass nvidia was deleted: every operand pod that names it can no "
        "longer be (re)created",
        "delete RuntimeClass nvidia",
-       Layer.DEVICE_PLUGIN, {"DPL-008"}, CLUSTER)
+       Layer.DEVICE_PLUGIN, {"DPL-008"}, CLUSTER,
+       simulated_only=HEALED)
 def _runtimeclass_missing(ctx: FaultContext) -> None:
     ctx.kube.delete("RuntimeClass", "nvidia")
 
@@ -456,7 +470,8 @@ def _runtimeclass_missing(ctx: FaultContext) -> None:
 @fault("cdi-expected-envvar", "CDI is expected (operator v25.10+) but the device plugin runs with "
        "DEVICE_LIST_STRATEGY=envvar: a pod without runtimeClassName gets no GPU",
        "DaemonSet nvidia-device-plugin-daemonset env DEVICE_LIST_STRATEGY=envvar; the probe container sees no GPU",
-       Layer.DEVICE_PLUGIN, {"DPL-007"}, CLUSTER, settings={"expect_cdi": "yes"})
+       Layer.DEVICE_PLUGIN, {"DPL-007"}, CLUSTER, settings={"expect_cdi": "yes"},
+       simulated_only="the real operator reverts the device plugin DaemonSet's env (healed); v25.3 has CDI off")
 def _cdi_envvar(ctx: FaultContext) -> None:
     ds = ctx.kube.get("DaemonSet", op.DEVICE_PLUGIN.daemonset, ctx.ns)
     containers = ds["spec"]["template"]["spec"]["containers"]
@@ -711,7 +726,8 @@ def _driver_image_pull(ctx: FaultContext) -> None:
 
 def markdown_table() -> str:
     """The README's fault table: what each fault reproduces and what the suite must report."""
-    rows = ["| Fault | Reproduces | Suite reports (root cause → failing checks) | Nodes |", "|---|---|---|---|"]
+    rows = ["| Fault | Reproduces | Suite reports (root cause → failing checks) | Nodes | Real operator v25.3.4 |",
+            "|---|---|---|---|---|"]
     for f in FAULTS.values():
         where = {NODE: NODE, ALL: "every GPU node", CLUSTER: "cluster-wide"}[f.nodes]
         if f.layer is None:
@@ -719,5 +735,6 @@ def markdown_table() -> str:
         else:
             what = f"{f.layer} → {', '.join(sorted(f.checks))}"
         extra = f" (profile `{f.profile}`)" if f.profile != "default" else ""
-        rows.append(f"| `{f.name}`{extra} | {f.description} | {what} | {where} |")
+        real = f"simulated-only: {f.simulated_only}" if f.simulated_only else "differential: same verdicts"
+        rows.append(f"| `{f.name}`{extra} | {f.description} | {what} | {where} | {real} |")
     return "\n".join(rows)
