@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +170,40 @@ def test_real_operator_cluster_is_conformant_and_leaves_nothing_behind(tmp_path:
         booted.stop()
     assert not Path(f"/proc/{op_pid}").exists()
     assert "gpu-sim-root" not in Path("/proc/mounts").read_text()
+
+
+def test_operator_process_pauses_with_its_pod() -> None:
+    import subprocess
+
+    from gpu_conformance.sim.operand_loop import OperatorPause
+
+    def state(pid: int, want: str = "T") -> str:
+        # Signals are delivered asynchronously: give the kernel a moment to reach the wanted state.
+        for _ in range(50):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            got = stat[stat.rindex(")") + 2:].split()[0]
+            if got in want:
+                break
+            time.sleep(0.05)
+        return got
+
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+        start = int(stat[stat.rindex(")") + 2:].split()[19])
+        kube = FakeKube([], [])
+        deployment = {"metadata": {"name": "gpu-operator"}, "status": {"availableReplicas": 0}}
+        kube.list = lambda kind, *a, **k: [deployment] if kind == "Deployment" else []  # type: ignore[method-assign]
+        pause = OperatorPause(kube, "gpu-operator", proc.pid, start)
+        pause.step()
+        assert pause.paused and state(proc.pid) == "T"
+        deployment["status"] = {"availableReplicas": 1}
+        pause.step()
+        assert not pause.paused and state(proc.pid, "SR") in ("S", "R")
+        wrong = OperatorPause(kube, "gpu-operator", proc.pid, start + 1)  # a recycled pid is never signalled
+        deployment["status"] = {}
+        wrong.step()
+        assert not wrong.paused and state(proc.pid, "SR") in ("S", "R")
+    finally:
+        proc.kill()
+        proc.wait()

@@ -34,8 +34,6 @@ ALL = "all"
 PROBE_LOG = "gpu-probe"
 # Why a fault is simulated-only (the README's fault table says so).
 HEALED = "the real operator repairs what it owns within seconds (healed, no fault left to find)"
-STANDIN = ("the real operator runs as a local process; its Deployment's pod is a stand-in, so scaling or "
-           "crashing that pod does not stop it")
 NOT_CHART_DEFAULT = "profile host-driver (driver.enabled=false) is not the chart's default the real operator runs"
 
 
@@ -184,8 +182,7 @@ def _t() -> str:
 # ---- operator ------------------------------------------------------------------------------
 @fault("operator-scaled-to-zero", "someone scaled the gpu-operator Deployment to 0: nothing reconciles any more",
        "Deployment gpu-operator spec.replicas=0 (kube-controller-manager removes the pod)",
-       Layer.OPERATOR, {"OPR-004"}, CLUSTER,
-       simulated_only=STANDIN)
+       Layer.OPERATOR, {"OPR-004"}, CLUSTER)
 def _operator_scaled_to_zero(ctx: FaultContext) -> None:
     ctx.kube.patch("Deployment", op.OPERATOR_DEPLOYMENT, {"spec": {"replicas": 0}}, ctx.ns)
     ctx.wait(lambda: not ctx.pods("gpu-operator"), "operator pod deleted")
@@ -193,8 +190,7 @@ def _operator_scaled_to_zero(ctx: FaultContext) -> None:
 
 @fault("operator-crashloop", "the operator pod crash-loops (e.g. a bad operator image or RBAC change)",
        "operator pod status: container gpu-operator CrashLoopBackOff, 12 restarts",
-       Layer.OPERATOR, {"OPR-004"}, CLUSTER,
-       simulated_only=STANDIN)
+       Layer.OPERATOR, {"OPR-004"}, CLUSTER)
 def _operator_crashloop(ctx: FaultContext) -> None:
     p = ctx.pods("gpu-operator")[0]
     ctx.set_status(p, pod_states.crash_looping(p, "gpu-operator", restarts=12))

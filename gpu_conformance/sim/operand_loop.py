@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -133,6 +135,39 @@ class OperandSim:
         return 1
 
 
+class OperatorPause:
+    """Keeps the real operator process in step with its stand-in pod: when the gpu-operator Deployment has
+    no available pod (scaled to 0, crash-looping), the process is stopped (SIGSTOP), so nothing reconciles,
+    as on a real cluster; it continues (SIGCONT) when the Deployment is available again."""
+
+    def __init__(self, kube: Any, namespace: str, pid: int, start_time: int) -> None:
+        self.kube = kube
+        self.ns = namespace
+        self.pid = pid
+        self.start_time = start_time
+        self.paused = False
+
+    def _ours(self) -> bool:
+        # The pid must still be the process the cluster started (same start time), never a recycled one.
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return int(stat[stat.rindex(")") + 2:].split()[19]) == self.start_time
+
+    def step(self) -> None:
+        deps = [d for d in self.kube.list("Deployment", self.ns) if d["metadata"]["name"] == op.OPERATOR_DEPLOYMENT]
+        available = not deps or bool((deps[0].get("status") or {}).get("availableReplicas"))
+        if available == (not self.paused):
+            return
+        self.set_paused(not available)
+
+    def set_paused(self, paused: bool) -> None:
+        if self._ours():
+            os.kill(self.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+            self.paused = paused
+
+
 _STOP = False
 
 
@@ -148,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--namespace", default="gpu-operator")
     ap.add_argument("--profile", required=True)
     ap.add_argument("--period", type=float, default=0.5)
+    ap.add_argument("--operator-pid", type=int, default=0, help="the real operator's process, paused with its pod")
+    ap.add_argument("--operator-start-time", type=int, default=0)
     a = ap.parse_args(argv)
     from kubernetes import config
 
@@ -155,14 +192,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     sim = OperandSim(Kube(config.new_client_from_config(config_file=a.kubeconfig)), get_profile(a.profile),
                      a.namespace)
+    pause = OperatorPause(sim.kube, a.namespace, a.operator_pid, a.operator_start_time) if a.operator_pid else None
     signal.signal(signal.SIGTERM, _on_term)
     while not _STOP:
         try:
             busy = sim.step()
+            if pause is not None:
+                pause.step()
         except Exception:  # an API hiccup or a race with a deleted object: the next round retries
             busy = 0
         if not busy:
             time.sleep(a.period)
+    if pause is not None and pause.paused:
+        pause.set_paused(False)  # stopped before the operator: let it take its own SIGTERM
     return 0
 
 

@@ -139,9 +139,12 @@ def _last_line(log: Path) -> str:
 
 
 def start_operand_loop(cluster: Any, profile: Profile, namespace: str = NAMESPACE) -> None:
-    cluster._spawn(OPERAND_LOOP, [sys.executable, "-m", "gpu_conformance.sim.operand_loop",
-                                  f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
-                                  f"--profile={profile.name}"])
+    cmd = [sys.executable, "-m", "gpu_conformance.sim.operand_loop", f"--kubeconfig={cluster.kubeconfig}",
+           f"--namespace={namespace}", f"--profile={profile.name}"]
+    proc = cluster._procs.get(PROCESS)
+    if proc is not None:
+        cmd += [f"--operator-pid={proc.pid}", f"--operator-start-time={proc.start_time}"]
+    cluster._spawn(OPERAND_LOOP, cmd)
 
 
 def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int = 3, cpu_nodes: int = 1,
