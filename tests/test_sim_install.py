@@ -163,7 +163,11 @@ def test_default_operand_daemonsets_and_common_shape() -> None:
     for ds in m.daemonsets:
         name = ds["metadata"]["name"]
         assert ds["metadata"]["namespace"] == NS
-        assert ds["spec"]["selector"]["matchLabels"] == {"app": name}
+        # As the real operator's (compared live, v25.3.4): GFD and the validator also select on part-of.
+        part_of = {"gpu-feature-discovery": "nvidia-gpu", "nvidia-operator-validator": "gpu-operator"}.get(name)
+        want = {"app": name, **({"app.kubernetes.io/part-of": part_of} if part_of else {})}
+        assert ds["spec"]["selector"]["matchLabels"] == want
+        assert ds["metadata"]["labels"]["helm.sh/chart"] == "gpu-operator-v26.3.3"
         assert ds["spec"]["template"]["metadata"]["labels"]["app"] == name
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_spec(ds)["tolerations"]
         assert pod_spec(ds)["priorityClassName"] == "system-node-critical"

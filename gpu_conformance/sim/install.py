@@ -373,9 +373,13 @@ def _validation_env(component: str, profile: Profile, img: Images) -> list[Obj]:
             out.append(env("VALIDATOR_RUNTIME_CLASS", "nvidia"))
         return out
     # plugin
-    return [env("COMPONENT", "plugin"), env("WITH_WAIT", "false"), env("WITH_WORKLOAD", "false"),
-            env("MIG_STRATEGY", profile.mig_strategy), env_field("NODE_NAME", "spec.nodeName"),
-            env_field("OPERATOR_NAMESPACE", "metadata.namespace")]
+    out = [env("COMPONENT", "plugin"), env("WITH_WAIT", "false"), env("WITH_WORKLOAD", "false"),
+           env("MIG_STRATEGY", profile.mig_strategy), env_field("NODE_NAME", "spec.nodeName"),
+           env_field("OPERATOR_NAMESPACE", "metadata.namespace"), env("VALIDATOR_IMAGE", img.validator),
+           env("VALIDATOR_IMAGE_PULL_POLICY", "IfNotPresent")]
+    if not profile.nri:
+        out.append(env("VALIDATOR_RUNTIME_CLASS", "nvidia"))
+    return out
 
 
 def _validator_container(name: str, profile: Profile, img: Images, mounts: list[Obj]) -> Obj:
@@ -411,12 +415,14 @@ def _daemonset(name: str, namespace: str, profile: Profile, deploy_label: str, *
                containers: list[Obj], volumes: list[Obj], service_account: str,
                runtime_class: bool, extra_labels: dict[str, str] | None = None,
                extra_selector: dict[str, str] | None = None, update_strategy: str = "RollingUpdate",
-               host_pid: bool = False, clusterpolicy_uid: str | None = None) -> Obj:
-    ds_labels = {"app": name, **(extra_labels or {})}
-    pod_labels = {"app": name, **(extra_labels or {}),
-                  # spec.daemonsets.labels are propagated to every operand pod
-                  "helm.sh/chart": f"gpu-operator-{profile.components.operator}",
-                  "app.kubernetes.io/managed-by": "gpu-operator"}
+               host_pid: bool = False, clusterpolicy_uid: str | None = None,
+               select_extra_labels: bool = False) -> Obj:
+    # spec.daemonsets.labels go on the DaemonSet and on every operand pod (the real v25.3.4/v26.7 do both).
+    common = {"helm.sh/chart": f"gpu-operator-{profile.components.operator}",
+              "app.kubernetes.io/managed-by": "gpu-operator"}
+    ds_labels = {"app": name, **(extra_labels or {}), **common}
+    pod_labels = {"app": name, **(extra_labels or {}), **common}
+    selector = {"app": name, **((extra_labels or {}) if select_extra_labels else {})}
     pod_spec: Obj = {
         "nodeSelector": {deploy_label: "true", **(extra_selector or {})},
         "tolerations": [GPU_TOLERATION],
@@ -446,7 +452,7 @@ def _daemonset(name: str, namespace: str, profile: Profile, deploy_label: str, *
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": _owned({"name": name, "namespace": namespace, "labels": ds_labels}, clusterpolicy_uid),
-        "spec": {"selector": {"matchLabels": {"app": name}}, "updateStrategy": strategy,
+        "spec": {"selector": {"matchLabels": selector}, "updateStrategy": strategy,
                  "template": {"metadata": template_meta, "spec": pod_spec}},
     }
 
@@ -460,7 +466,8 @@ def device_plugin_env(profile: Profile) -> list[Obj]:
     out = [env("PASS_DEVICE_SPECS", "true"), env("FAIL_ON_INIT_ERROR", "true"),
            env("DEVICE_LIST_STRATEGY", "envvar"), env("DEVICE_ID_STRATEGY", "uuid"),
            env("NVIDIA_VISIBLE_DEVICES", "all"), env("NVIDIA_DRIVER_CAPABILITIES", "all"),
-           env("MPS_ROOT", "/run/nvidia/mps"), env("MIG_STRATEGY", profile.mig_strategy)]
+           env("MPS_ROOT", "/run/nvidia/mps"), env("MIG_STRATEGY", profile.mig_strategy),
+           env("NVIDIA_MIG_MONITOR_DEVICES", "all")]
     if profile.cdi:
         if profile.version >= (25, 10, 0):
             strategy, prefix = "cdi-annotations,cdi-cri", "cdi.k8s.io/"
@@ -526,7 +533,8 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
                    "volumeMounts": mounts}
         driver_ctr = {"name": "nvidia-driver-ctr", "image": img.driver, "imagePullPolicy": "IfNotPresent",
                       "command": ["nvidia-driver"], "args": ["init"], "securityContext": {"privileged": True},
-                      "env": [env_field("NODE_NAME", "spec.nodeName"), env_field("NODE_IP", "status.hostIP")],
+                      "env": [env_field("NODE_NAME", "spec.nodeName"), env_field("NODE_IP", "status.hostIP"),
+                              env("KERNEL_MODULE_TYPE", "auto")],
                       "startupProbe": {"exec": {"command": ["sh", "/usr/local/bin/startup-probe.sh"]},
                                        "initialDelaySeconds": 60, "periodSeconds": 10, "failureThreshold": 120,
                                        "timeoutSeconds": 60},
@@ -603,7 +611,8 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
     out.append(_daemonset(op.VALIDATOR.daemonset, namespace, profile, op.VALIDATOR.deploy_label, init=v_init,
                           containers=[v_main], volumes=[*driver_mounts[0], val_vol],
                           service_account="nvidia-operator-validator", runtime_class=True,
-                          extra_labels={"app.kubernetes.io/part-of": "gpu-operator"}, clusterpolicy_uid=uid))
+                          extra_labels={"app.kubernetes.io/part-of": "gpu-operator"}, clusterpolicy_uid=uid,
+                          select_extra_labels=True))
 
     with_config = bool(profile.time_slicing_replicas)
     if enabled(op.DEVICE_PLUGIN):
@@ -630,9 +639,11 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
         mps_ctr = {"name": "mps-control-daemon-ctr", "image": img.device_plugin, "command": ["mps-control-daemon"],
                    "securityContext": {"privileged": True},
                    "env": [env_field("NODE_NAME", "spec.nodeName"), env("NVIDIA_VISIBLE_DEVICES", "all"),
-                           env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")]}
+                           env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+                           env("MIG_STRATEGY", profile.mig_strategy), env("NVIDIA_MIG_MONITOR_DEVICES", "all")]}
         out.append(_daemonset(MPS_DAEMONSET, namespace, profile, op.DEVICE_PLUGIN.deploy_label, init=mps_init,
-                              containers=[mps_ctr], volumes=[val_vol], service_account="nvidia-device-plugin",
+                              containers=[mps_ctr], volumes=[val_vol],
+                              service_account="nvidia-device-plugin-mps-control-daemon",
                               runtime_class=True, extra_selector={"nvidia.com/mps.capable": "true"},
                               host_pid=True, clusterpolicy_uid=uid))
 
@@ -665,7 +676,7 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
                "command": ["/usr/bin/gpu-feature-discovery"], "securityContext": {"privileged": True},
                "env": [env("GFD_SLEEP_INTERVAL", "60s"), env("GFD_FAIL_ON_INIT_ERROR", "true"),
                        env_field("NAMESPACE", "metadata.namespace"), env_field("NODE_NAME", "spec.nodeName"),
-                       env("MIG_STRATEGY", profile.mig_strategy)],
+                       env("MIG_STRATEGY", profile.mig_strategy), env("NVIDIA_MIG_MONITOR_DEVICES", "all")],
                "volumeMounts": [{"name": "output-dir",
                                  "mountPath": "/etc/kubernetes/node-feature-discovery/features.d"},
                                 {"name": "host-sys", "mountPath": "/sys"}]}
@@ -681,14 +692,14 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
         out.append(_daemonset(op.GFD.daemonset, namespace, profile, op.GFD.deploy_label, init=init,
                               containers=containers, volumes=vols, service_account="nvidia-gpu-feature-discovery",
                               runtime_class=True, extra_labels={"app.kubernetes.io/part-of": "nvidia-gpu"},
-                              clusterpolicy_uid=uid))
+                              clusterpolicy_uid=uid, select_extra_labels=True))
 
     if enabled(op.MIG_MANAGER):
         ctr = {"name": "nvidia-mig-manager", "image": img.mig_manager, "imagePullPolicy": "IfNotPresent",
                "command": ["/bin/entrypoint.sh"], "securityContext": {"privileged": True},
                "env": [env_field("NODE_NAME", "spec.nodeName"), env("CONFIG_FILE", "/mig-parted-config/config.yaml"),
                        env("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"),
-                       env("DEFAULT_GPU_CLIENTS_NAMESPACE", namespace), env("WITH_REBOOT", "false")]}
+                       env_field("DEFAULT_GPU_CLIENTS_NAMESPACE", "metadata.namespace")]}
         out.append(_daemonset(op.MIG_MANAGER.daemonset, namespace, profile, op.MIG_MANAGER.deploy_label,
                               init=[_wait_for_toolkit(img)], containers=[ctr], volumes=[val_vol],
                               service_account="nvidia-mig-manager", runtime_class=True, host_pid=True,
@@ -738,10 +749,13 @@ def operand_configmaps(profile: Profile, namespace: str, clusterpolicy_uid: str 
     if op.operand_enabled(op.DEVICE_PLUGIN, spec):
         data["nvidia-device-plugin-entrypoint"] = {
             "entrypoint.sh": f"#!/bin/sh\n# wait for {VALIDATIONS_DIR}/driver-ready, then exec nvidia-device-plugin\n"}
-    if op.operand_enabled(op.DRIVER, spec):
+    if op.operand_enabled(op.DRIVER, spec) and profile.version >= (25, 10, 0):
+        # v25.3.4's driver DaemonSet has its startup probe inline; later releases ship it as a ConfigMap.
         data["nvidia-driver-startup-probe"] = {
             "startup-probe.sh": "#!/bin/sh\n# /sys/module/nvidia/refcnt + nvidia-smi, then .driver-ctr-ready\n"}
     if op.operand_enabled(op.MIG_MANAGER, spec):
+        data["nvidia-mig-manager-entrypoint"] = {
+            "entrypoint.sh": f"#!/bin/sh\n# wait for {VALIDATIONS_DIR}/toolkit-ready, then exec nvidia-mig-manager\n"}
         data["default-mig-parted-config"] = {"config.yaml": _MIG_PARTED_CONFIG}
         data["default-gpu-clients"] = {"clients.yaml": "version: v1\nsystemd-services:\n  - nvsm.service\n"}
     return [{"apiVersion": "v1", "kind": "ConfigMap",
