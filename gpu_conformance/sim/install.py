@@ -135,10 +135,11 @@ def _real_crds() -> tuple[str, ...]:
 def crds(profile: Profile | None = None) -> list[Obj]:
     """The CRDs the operator's chart ships (ClusterPolicy, NVIDIADriver), read from its Go module.
 
-    For a profile newer than v25.3.4 the ClusterPolicy schema also gets the spec fields that release added.
+    For a profile newer than v25.3.4 the ClusterPolicy schema also gets the spec fields that release added;
+    without a profile (objects of any release, e.g. real clusters' cases), all of them.
     """
     out = [yaml.safe_load(text) for text in _real_crds()]
-    version = profile.version if profile is not None else (0, 0, 0)
+    version = profile.version if profile is not None else (99, 0, 0)
     for crd in out:
         if crd["metadata"]["name"] != op.CLUSTERPOLICY_CRD:
             continue
