@@ -21,7 +21,8 @@ def _sim_up(a: argparse.Namespace) -> int:
                                f"`gpu-conformance sim down --state-dir {state}`")
     # Before building or booting anything: only a new, empty or sim-marked directory will do.
     claim_state_dir(state)
-    booted = start_sim(a.profile, a.gpu_nodes, a.cpu_nodes, a.fault, state_dir=state, detach=True)
+    booted = start_sim(a.profile, a.gpu_nodes, a.cpu_nodes, a.fault, state_dir=state, detach=True,
+                       operator=a.operator)
     print(booted.kubeconfig)
     return 0
 
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--cpu-nodes", type=int, default=1)
     up.add_argument("--profile", default="default")
     up.add_argument("--fault", action="append", default=[], help="repeatable; see `sim faults`")
+    up.add_argument("--operator", choices=("sim", "real"), default="sim",
+                    help="sim: the hand-written operator (every profile); real: the real GPU Operator v25.3.4 "
+                         "binary built from its Go module (profile v25.3; needs root for a mount namespace)")
     up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
     up.set_defaults(func=_sim_up)
     down = sim.add_parser("down", help="stop the simulated cluster and remove its state")

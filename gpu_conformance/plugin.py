@@ -61,6 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sim-gpu-nodes", default=3, type=int, help="GPU nodes of --cluster=sim")
     g.addoption("--sim-cpu-nodes", default=1, type=int, help="CPU-only nodes of --cluster=sim")
     g.addoption("--sim-fault", action="append", default=[], help="fault to inject into --cluster=sim (repeatable)")
+    g.addoption("--sim-operator", default="sim", choices=("sim", "real"),
+                help="operator of --cluster=sim: the hand-written one (default) or the real v25.3.4 binary")
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
@@ -74,7 +76,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
             values[fld] = v
     s = Settings(**values)
     s.extra = {"sim_profile": config.getoption("sim_profile"), "sim_gpu_nodes": config.getoption("sim_gpu_nodes"),
-               "sim_cpu_nodes": config.getoption("sim_cpu_nodes"), "sim_faults": config.getoption("sim_fault")}
+               "sim_cpu_nodes": config.getoption("sim_cpu_nodes"), "sim_faults": config.getoption("sim_fault"),
+               "sim_operator": config.getoption("sim_operator")}
     return s.validate()
 
 

@@ -8,6 +8,7 @@ later layer blocked, unaffected nodes pass everything.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -25,12 +26,13 @@ TIMINGS = Path("reports/fault-matrix-timings.json")
 NEVER_FAIL = {"OPR-005"}  # an untagged operator image is a warning: expectations fall back to the newest release
 
 
-def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path, gpu_nodes: int = 3) -> dict:
+def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path, gpu_nodes: int = 3,
+              operator: str = "sim") -> dict:
     from gpu_conformance.session import ConformanceRun
     from gpu_conformance.settings import Settings
     from gpu_conformance.sim.session import start_sim
 
-    booted = start_sim(profile=profile, faults=faults, quiet=True, gpu_nodes=gpu_nodes)
+    booted = start_sim(profile=profile, faults=faults, quiet=True, gpu_nodes=gpu_nodes, operator=operator)
     run = None
     try:
         s = Settings(kubeconfig=str(booted.kubeconfig), report_dir=str(report_dir), probe_timeout=60, **settings)
@@ -42,10 +44,12 @@ def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path,
         # What the probe left behind, read from the cluster itself (not from the probe's own account).
         from gpu_conformance.sim.reconcile import Kube
 
+        kube = Kube(booted.cluster.api_client())
         data["leftover_probe_namespaces"] = [
-            ns["metadata"]["name"] for ns in Kube(booted.cluster.api_client()).list(
-                "Namespace", label_selector="gpu-conformance.nvidia.com/run-id")
+            ns["metadata"]["name"] for ns in kube.list("Namespace", label_selector="gpu-conformance.nvidia.com/run-id")
             if not ns["metadata"].get("deletionTimestamp")]
+        with contextlib.suppress(Exception):  # no CRD, no ClusterPolicy: nothing to record
+            data["clusterpolicy_status"] = [cp.get("status") for cp in kube.list("ClusterPolicy")]
         return data
     finally:
         if run is not None:
@@ -58,6 +62,12 @@ def failing_checks(data: dict) -> set[str]:
 
 
 def assert_declared(f: Fault, data: dict) -> None:
+    # The simulated operator wrote the status the real one would: the fault's states are reported not ready.
+    if f.states_not_ready:
+        (status,) = data["clusterpolicy_status"]
+        error = next(c for c in status["conditions"] if c["type"] == "Error")
+        assert status["state"] == "notReady" and error["reason"] == "OperandNotReady", status
+        assert f.states_not_ready <= set(error["message"].rsplit("[", 1)[1].rstrip("]").split()), status
     assert data["verdict"] == f.verdict, (data["verdict"], data["cluster_blocker"])
     assert failing_checks(data) == set(f.checks), {c["id"]: c["findings"] for c in data["checks"]
                                                    if c["status"] == "fail"}

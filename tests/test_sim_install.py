@@ -21,7 +21,7 @@ from gpu_conformance.cluster.snapshot import has_nfd_gpu_label
 from gpu_conformance.probe_output import parse_probe_output
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim.nvidia_smi import gpu_uuid, mig_uuid, node_nvidia_smi_L, nvidia_smi_L, probe_output
-from gpu_conformance.sim.profiles import PROFILES, Profile
+from gpu_conformance.sim.profiles import PROFILES, Profile, get_profile
 
 GPU = ["gpu-node-0", "gpu-node-1", "gpu-node-2"]
 CPU = ["cpu-node-0"]
@@ -114,7 +114,7 @@ def test_nfd_objects_names_and_roles() -> None:
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_spec(worker)["tolerations"]
 
 
-def test_crds_are_cluster_scoped_with_status_subresource() -> None:
+def test_crds_are_the_operators_own() -> None:
     cp_crd, nvd_crd = inst.crds()
     assert cp_crd["metadata"]["name"] == "clusterpolicies.nvidia.com"
     assert cp_crd["spec"]["group"] == "nvidia.com" and cp_crd["spec"]["scope"] == "Cluster"
@@ -125,6 +125,20 @@ def test_crds_are_cluster_scoped_with_status_subresource() -> None:
     assert nvd_crd["metadata"]["name"] == "nvidiadrivers.nvidia.com"
     assert nvd_crd["spec"]["versions"][0]["name"] == "v1alpha1"
     assert nvd_crd["spec"]["names"]["shortNames"] == ["nvd", "nvdriver", "nvdrivers"]
+    # The real schema (not a stub that preserves unknown fields): the spec is typed field by field.
+    spec = v["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert "x-kubernetes-preserve-unknown-fields" not in spec and len(spec["properties"]) > 20
+    # Without a profile: every field a known release adds (cases from clusters of any release).
+    assert "nriPluginEnabled" in spec["properties"]["cdi"]["properties"]
+
+
+def test_crds_get_the_fields_later_releases_added() -> None:
+    old = inst.crds(get_profile("v25.3-no-cdi"))[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    new = inst.crds(get_profile("default"))[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert "mode" not in old["properties"]["spec"]["properties"]["sandboxWorkloads"]["properties"]
+    assert new["properties"]["spec"]["properties"]["sandboxWorkloads"]["properties"]["mode"]["enum"] == [
+        "kubevirt", "kata"]
+    assert new["properties"]["spec"]["properties"]["cdi"]["properties"]["nriPluginEnabled"]["type"] == "boolean"
 
 
 def test_clusterpolicy_spec_switches_per_profile() -> None:
@@ -143,19 +157,6 @@ def test_clusterpolicy_spec_switches_per_profile() -> None:
     assert build("mig-mixed").clusterpolicy["spec"]["mig"]["strategy"] == "mixed"
 
 
-def test_clusterpolicy_status_ready_and_not_ready() -> None:
-    st = inst.clusterpolicy_status("gpu-operator", now="2026-12-02T00:00:00Z")
-    assert st["state"] == "ready" and st["namespace"] == "gpu-operator"
-    ready, error = st["conditions"]
-    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Reconciled")
-    assert ready["message"] == "ClusterPolicy is ready as all resources have been successfully reconciled"
-    assert (error["type"], error["status"], error["reason"]) == ("Error", "False", "Ready")
-    bad = inst.clusterpolicy_status("gpu-operator", ready=False, states_not_ready=("state-driver",))
-    assert bad["state"] == "notReady"
-    assert bad["conditions"][1]["reason"] == "OperandNotReady"
-    assert bad["conditions"][1]["message"] == "ClusterPolicy is not ready; states not ready: [state-driver]"
-
-
 # ---- operand DaemonSets ------------------------------------------------------------------
 def test_default_operand_daemonsets_and_common_shape() -> None:
     m = build("default")
@@ -163,7 +164,11 @@ def test_default_operand_daemonsets_and_common_shape() -> None:
     for ds in m.daemonsets:
         name = ds["metadata"]["name"]
         assert ds["metadata"]["namespace"] == NS
-        assert ds["spec"]["selector"]["matchLabels"] == {"app": name}
+        # As the real operator's (compared live, v25.3.4): GFD and the validator also select on part-of.
+        part_of = {"gpu-feature-discovery": "nvidia-gpu", "nvidia-operator-validator": "gpu-operator"}.get(name)
+        want = {"app": name, **({"app.kubernetes.io/part-of": part_of} if part_of else {})}
+        assert ds["spec"]["selector"]["matchLabels"] == want
+        assert ds["metadata"]["labels"]["helm.sh/chart"] == "gpu-operator-v26.3.3"
         assert ds["spec"]["template"]["metadata"]["labels"]["app"] == name
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_spec(ds)["tolerations"]
         assert pod_spec(ds)["priorityClassName"] == "system-node-critical"

@@ -5,6 +5,8 @@ ships kube-apiserver: <repo>/gobuild wraps Kubernetes + etcd, <repo>/gobuild/kwo
 land in a versioned cache directory, so a version bump builds into a fresh directory and never mixes.
 
     python -m gpu_conformance.sim.binaries     # build if needed, print the bin dir
+
+The same step fetches the real GPU Operator's Go module and builds its binary (sim/operator_module.py).
 """
 
 from __future__ import annotations
@@ -243,8 +245,14 @@ def ensure_binaries() -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     del argv  # no options: the versions are pinned in this module
+    from gpu_conformance.sim import operator_module
+
     try:
         bin_dir = ensure_binaries()
+        # The real operator's module (its CRDs are the sim's, in every profile) and its binary
+        # (`--operator=real`, the differential test).
+        operator_module.module_dir()
+        operator_module.ensure_binary()
     except ConformanceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -23,7 +23,6 @@ from gpu_conformance.sim import pod_states
 from gpu_conformance.sim.install import (
     CLUSTERPOLICY_NAME,
     NFD_PCI_LABEL,
-    clusterpolicy_status,
     cuda_validator_pod,
 )
 from gpu_conformance.sim.reconcile import Kube, SimInstall
@@ -34,6 +33,9 @@ NODE = "gpu-node-1"  # the node a single-node fault breaks; gpu-node-0 and gpu-n
 CLUSTER = "cluster"
 ALL = "all"
 PROBE_LOG = "gpu-probe"
+# Why a fault is simulated-only (the README's fault table says so).
+HEALED = "the real operator repairs what it owns within seconds (healed, no fault left to find)"
+NOT_CHART_DEFAULT = "profile host-driver (driver.enabled=false) is not the chart's default the real operator runs"
 
 
 @dataclass
@@ -104,6 +106,10 @@ class Fault:
     settings: dict[str, Any] = field(default_factory=dict)  # run options the situation implies
     verdict: str = NOT_CONFORMANT
     warns: frozenset[str] = frozenset()  # checks that must report WARN (e.g. an opt-out)
+    # States the operator must report not ready with this fault (its ClusterPolicy status; subset).
+    states_not_ready: frozenset[str] = frozenset()
+    # Why the fault cannot run against the real v25.3.4 operator (empty: it runs in the differential test).
+    simulated_only: str = ""
 
     def affected(self, gpu_nodes: list[str]) -> list[str]:
         if self.nodes == NODE:
@@ -212,12 +218,24 @@ def _operator_crashloop(ctx: FaultContext) -> None:
                       .get("availableReplicas") or 0) == 0, "Deployment unavailable")
 
 
-@fault("clusterpolicy-operand-not-ready", "the operator reports a state not ready (toolkit state failing)",
-       "ClusterPolicy status: state notReady, Error=True OperandNotReady naming state-container-toolkit",
-       Layer.OPERATOR, {"OPR-003"}, CLUSTER)
+@fault("clusterpolicy-operand-not-ready", "the operator reports state-driver not ready although every driver pod "
+       "runs: the driver DaemonSet changed (kernelModuleType switched to open) with auto-upgrade off, so its pods "
+       "(OnDelete) stay on the old revision until someone deletes them",
+       "ClusterPolicy driver.kernelModuleType=open, driver.upgradePolicy.autoUpgrade=false; driver DaemonSet "
+       "template gets KERNEL_MODULE_TYPE=open (new revision, pods untouched); the operator then writes notReady, "
+       "OperandNotReady [state-driver]",
+       Layer.OPERATOR, {"OPR-003"}, CLUSTER, states_not_ready=frozenset({"state-driver"}))
 def _operand_not_ready(ctx: FaultContext) -> None:
-    ctx.kube.patch("ClusterPolicy", CLUSTERPOLICY_NAME, {"status": clusterpolicy_status(
-        ctx.ns, ready=False, states_not_ready=("state-container-toolkit",))}, status=True)
+    ctx.kube.patch("ClusterPolicy", CLUSTERPOLICY_NAME, {"spec": {"driver": {
+        "kernelModuleType": "open", "upgradePolicy": {"autoUpgrade": False}}}})
+    ds = ctx.kube.get("DaemonSet", op.DRIVER.daemonset, ctx.ns)
+    for c in ds["spec"]["template"]["spec"]["containers"]:
+        if c["name"] == "nvidia-driver-ctr":
+            c["env"] = [e for e in c.get("env") or [] if e["name"] != "KERNEL_MODULE_TYPE"] + [
+                {"name": "KERNEL_MODULE_TYPE", "value": "open"}]
+    ctx.kube.request("PUT", ctx.kube.path("DaemonSet", op.DRIVER.daemonset, ctx.ns), body=ds)
+    ctx.wait(lambda: len([r for r in ctx.kube.list("ControllerRevision", ctx.ns)
+                          if r["metadata"]["name"].startswith(op.DRIVER.daemonset)]) >= 2, "new driver revision")
 
 
 @fault("no-gpu-nodes", "NFD never labelled anything: the operator reports ready but NoGPUNodes",
@@ -230,17 +248,14 @@ def _no_gpu_nodes(ctx: FaultContext) -> None:
         drop = {k: None for k in labels if k.startswith("nvidia.com/") or k == NFD_PCI_LABEL}
         ctx.node_patch(n, {"metadata": {"labels": drop}})
         ctx.drop_gpu_resources(n)
-    st = clusterpolicy_status(ctx.ns, ready=True)
-    for c in st["conditions"]:
-        if c["type"] == "Ready":
-            c.update(reason="NoGPUNodes", message="No GPU node found, watching for new nodes to join the cluster.")
-    ctx.kube.patch("ClusterPolicy", CLUSTERPOLICY_NAME, {"status": st}, status=True)
+    # The operator then reports ready/NoGPUNodes (its status loop sees no node with an NFD PCI label).
     ctx.wait(lambda: not ctx.pods(op.DEVICE_PLUGIN.daemonset), "operand pods withdrawn")
 
 
 @fault("toolkit-daemonset-deleted", "the toolkit DaemonSet was deleted while the ClusterPolicy enables it",
        "delete DaemonSet nvidia-container-toolkit-daemonset (its pods go with it)",
-       Layer.OPERATOR, {"OPR-006"}, CLUSTER)
+       Layer.OPERATOR, {"OPR-006"}, CLUSTER,
+       simulated_only=HEALED)
 def _toolkit_ds_deleted(ctx: FaultContext) -> None:
     ctx.kube.request("DELETE", ctx.kube.path("DaemonSet", op.TOOLKIT.daemonset, ctx.ns),
                      body={"propagationPolicy": "Foreground"})
@@ -298,7 +313,8 @@ def _dp_opted_out(ctx: FaultContext) -> None:
 
 @fault("deploy-labels-missing", "the operator stopped labelling one node (its deploy labels are gone)",
        "remove every nvidia.com/gpu.deploy.* label from gpu-node-1 (operand pods are withdrawn)",
-       Layer.DEPLOY_LABELS, {"LBL-001"}, NODE)
+       Layer.DEPLOY_LABELS, {"LBL-001"}, NODE,
+       simulated_only=HEALED)
 def _deploy_labels_missing(ctx: FaultContext) -> None:
     labels = ctx.kube.get("Node", NODE)["metadata"].get("labels") or {}
     ctx.node_patch(NODE, {"metadata": {"labels": {k: None for k in labels if k.startswith(op.DEPLOY_PREFIX)}}})
@@ -340,7 +356,8 @@ def _driver_upgrade(ctx: FaultContext) -> None:
        "for a new kernel): toolkit, validator and every gated operand wait",
        "gpu-node-1: nvidia-driver-ctr CrashLoopBackOff; toolkit and validator waiting in driver-validation; "
        "device plugin/GFD/DCGM exporter in Init:0/1; no GPU resources; no cuda validator",
-       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004"}, NODE)
+       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004"}, NODE,
+       states_not_ready=frozenset({"state-driver", "state-operator-validation", "state-device-plugin"}))
 def _driver_crashloop(ctx: FaultContext) -> None:
     d = ctx.pod(op.DRIVER.daemonset, NODE)
     ctx.set_status(d, pod_states.crash_looping(d, "nvidia-driver-ctr", restarts=8))
@@ -356,7 +373,8 @@ def _driver_crashloop(ctx: FaultContext) -> None:
        "upgraded without rebuilding the module): the validator is stuck in driver-validation",
        "gpu-node-1: validator and toolkit looping in driver-validation (host nvidia-smi fails); gated operands "
        "in Init:0/1; no GPU resources",
-       Layer.DRIVER_TOOLKIT, {"DRV-003", "DRV-004"}, NODE, profile="host-driver")
+       Layer.DRIVER_TOOLKIT, {"DRV-003", "DRV-004"}, NODE, profile="host-driver",
+       simulated_only=NOT_CHART_DEFAULT)
 def _host_driver_broken(ctx: FaultContext) -> None:
     t = ctx.pod(op.TOOLKIT.daemonset, NODE)
     ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
@@ -409,7 +427,8 @@ def _cuda_validation_failing(ctx: FaultContext) -> None:
 @fault("expect-operator-driver-on-host", "the admin expects the operator to manage the driver but the cluster "
        "runs a host driver (driver.enabled=false): a configuration drift",
        "run with --expect-driver=operator on the host-driver profile",
-       Layer.DRIVER_TOOLKIT, {"DRV-001"}, ALL, profile="host-driver", settings={"expect_driver": "operator"})
+       Layer.DRIVER_TOOLKIT, {"DRV-001"}, ALL, profile="host-driver", settings={"expect_driver": "operator"},
+       simulated_only=NOT_CHART_DEFAULT)
 def _expect_operator_driver(ctx: FaultContext) -> None:
     return None  # the cluster is healthy; the expectation differs
 
@@ -458,7 +477,8 @@ def _gfd_labels_missing(ctx: FaultContext) -> None:
 @fault("runtimeclass-nvidia-missing", "RuntimeClass nvidia was deleted: every operand pod that names it can no "
        "longer be (re)created",
        "delete RuntimeClass nvidia",
-       Layer.DEVICE_PLUGIN, {"DPL-008"}, CLUSTER)
+       Layer.DEVICE_PLUGIN, {"DPL-008"}, CLUSTER,
+       simulated_only=HEALED)
 def _runtimeclass_missing(ctx: FaultContext) -> None:
     ctx.kube.delete("RuntimeClass", "nvidia")
 
@@ -466,7 +486,8 @@ def _runtimeclass_missing(ctx: FaultContext) -> None:
 @fault("cdi-expected-envvar", "CDI is expected (operator v25.10+) but the device plugin runs with "
        "DEVICE_LIST_STRATEGY=envvar: a pod without runtimeClassName gets no GPU",
        "DaemonSet nvidia-device-plugin-daemonset env DEVICE_LIST_STRATEGY=envvar; the probe container sees no GPU",
-       Layer.DEVICE_PLUGIN, {"DPL-007"}, CLUSTER, settings={"expect_cdi": "yes"})
+       Layer.DEVICE_PLUGIN, {"DPL-007"}, CLUSTER, settings={"expect_cdi": "yes"},
+       simulated_only="the real operator reverts the device plugin DaemonSet's env (healed); v25.3 has CDI off")
 def _cdi_envvar(ctx: FaultContext) -> None:
     ds = ctx.kube.get("DaemonSet", op.DEVICE_PLUGIN.daemonset, ctx.ns)
     containers = ds["spec"]["template"]["spec"]["containers"]
@@ -560,9 +581,171 @@ def _cp_deleted(ctx: FaultContext) -> None:
     ctx.wait(lambda: not ctx.kube.list("ClusterPolicy"), "ClusterPolicy gone", 30)
 
 
+# ---- node health and the container runtime (issue 8 items 1, 3, 4) ----------------------------------
+RUNTIME_DOWN_MESSAGE = ("container runtime is down, PLEG is not healthy: pleg was last seen active 3m4.512s ago; "
+                        "threshold is 3m0s")
+NO_NVIDIA_RUNTIME = ('Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: '
+                     'no runtime for "nvidia" is configured')
+
+
+def _set_node_conditions(ctx: FaultContext, node: str, changes: dict[str, tuple[str, str, str]]) -> None:
+    """Write node conditions as kubelet (or the node controller) reports them; kwok's heartbeat keeps them."""
+    n = ctx.kube.get("Node", node)
+    now = _t()
+    conds = []
+    for c in n["status"].get("conditions") or []:
+        if c["type"] in changes:
+            status, reason, message = changes[c["type"]]
+            if c.get("status") != status:
+                c["lastTransitionTime"] = now
+            c.update(status=status, reason=reason, message=message, lastHeartbeatTime=now)
+        conds.append(c)
+    ctx.node_patch(node, {"status": {"conditions": conds}}, status=True)
+
+
+def _pods_on(ctx: FaultContext, node: str) -> list[Obj]:
+    return [p for p in ctx.kube.list("Pod", ctx.ns) if p["spec"].get("nodeName") == node]
+
+
+def _mark_pods_not_ready(ctx: FaultContext, node: str) -> None:
+    """Every running pod on the node Ready=False, containers still "running".
+
+    kube-controller-manager's node lifecycle controller does this (MarkPodsNotReady) only when it turns a
+    node's Ready condition itself (kubelet silent past the grace period); the sim's kwok keeps posting, so
+    the fault writes what the controller would.
+    """
+    for p in _pods_on(ctx, node):
+        if p["status"].get("phase") == "Running":
+            ctx.set_status(p, pod_states.marked_not_ready(p))
+
+
+def _wait_taint(ctx: FaultContext, node: str, key: str) -> None:
+    ctx.wait(lambda: any(t["key"] == key for t in ctx.kube.get("Node", node)["spec"].get("taints") or []),
+             f"taint {key} on {node}", 60)
+
+
+def _event(ctx: FaultContext, pod: Obj, reason: str, message: str, kind: str = "Warning", count: int = 1,
+           field_path: str | None = None) -> None:
+    """An event as kubelet records it about a pod (FailedCreatePodSandBox, Failed, BackOff, ...)."""
+    meta = pod["metadata"]
+    now = _t()
+    involved: Obj = {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"],
+                     "apiVersion": "v1", "resourceVersion": meta.get("resourceVersion", "")}
+    if field_path:
+        involved["fieldPath"] = field_path
+    ctx.kube.create({"apiVersion": "v1", "kind": "Event",
+                     "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                     "involvedObject": involved, "reason": reason, "message": message, "type": kind,
+                     "source": {"component": "kubelet", "host": pod["spec"].get("nodeName", "")},
+                     "reportingComponent": "kubelet", "reportingInstance": pod["spec"].get("nodeName", ""),
+                     "firstTimestamp": now, "lastTimestamp": now, "count": count})
+
+
+def _recreate(ctx: FaultContext, app: str, node: str) -> Obj:
+    """Delete the operand's pod on the node and return its replacement (the DaemonSet controller's)."""
+    old = ctx.pod(app, node)
+    ctx.kube.request("DELETE", ctx.kube.path("Pod", old["metadata"]["name"], ctx.ns), body={"gracePeriodSeconds": 0})
+
+    def replacement() -> Obj | None:
+        return next((p for p in ctx.pods(app, node) if p["metadata"]["uid"] != old["metadata"]["uid"]
+                     and not p["metadata"].get("deletionTimestamp")), None)
+
+    ctx.wait(lambda: replacement() is not None, f"new {app} pod on {node}")
+    pod = replacement()
+    assert pod is not None
+    return pod
+
+
+@fault("gpu-node-runtime-down", "containerd died on one GPU node: kubelet reports the node NotReady (container "
+       "runtime is down), the node controller taints it and marks its pods not ready; the operand pods still "
+       "read Running",
+       "gpu-node-1 Ready=False KubeletNotReady 'container runtime is down, PLEG is not healthy ...'; "
+       "kube-controller-manager adds node.kubernetes.io/not-ready taints; every pod there Ready=False",
+       Layer.NFD, {"NFD-004"}, NODE)
+def _node_runtime_down(ctx: FaultContext) -> None:
+    _set_node_conditions(ctx, NODE, {"Ready": ("False", "KubeletNotReady", RUNTIME_DOWN_MESSAGE)})
+    _wait_taint(ctx, NODE, "node.kubernetes.io/not-ready")
+    _mark_pods_not_ready(ctx, NODE)
+
+
+@fault("gpu-node-unreachable", "the kubelet of one GPU node stopped posting status (node powered off or "
+       "network-partitioned): the node controller sets its conditions Unknown, taints it unreachable and marks "
+       "its pods not ready",
+       "gpu-node-1 every condition Unknown NodeStatusUnknown 'Kubelet stopped posting node status.'; "
+       "kube-controller-manager adds node.kubernetes.io/unreachable taints; every pod there Ready=False",
+       Layer.NFD, {"NFD-004"}, NODE)
+def _node_unreachable(ctx: FaultContext) -> None:
+    unknown = ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+    _set_node_conditions(ctx, NODE, dict.fromkeys(("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"),
+                                                  unknown))
+    _wait_taint(ctx, NODE, "node.kubernetes.io/unreachable")
+    _mark_pods_not_ready(ctx, NODE)
+
+
+@fault("gpu-node-cordoned", "an admin cordoned one GPU node for maintenance: nothing new schedules there, its "
+       "operands keep running; the node is not probed, and that is not a broken GPU",
+       "kubectl cordon gpu-node-1 (spec.unschedulable=true; the node controller adds the unschedulable taint)",
+       None, set(), NODE, verdict=INCOMPLETE, warns=frozenset({"NFD-004"}))
+def _node_cordoned(ctx: FaultContext) -> None:
+    ctx.node_patch(NODE, {"spec": {"unschedulable": True}})
+    _wait_taint(ctx, NODE, "node.kubernetes.io/unschedulable")
+
+
+@fault("runtime-handler-missing", "containerd on one node has no 'nvidia' runtime handler (a drop-in config "
+       "overrides the toolkit's): every operand pod that names runtimeClassName nvidia cannot get a sandbox, "
+       "while the driver and toolkit pods (no runtime class) run; the validator looks stuck in driver-validation",
+       "gpu-node-1: validator, device plugin, GFD, DCGM exporter (and mig-manager) pods re-created and left "
+       "Pending with every container PodInitializing, FailedCreatePodSandBox events 'no runtime for \"nvidia\" "
+       "is configured'; no GPU resources; no cuda validator",
+       Layer.DRIVER_TOOLKIT, {"DRV-006"}, NODE,
+       states_not_ready=frozenset({"state-operator-validation", "state-device-plugin"}))
+def _runtime_handler_missing(ctx: FaultContext) -> None:
+    _no_cuda_validator(ctx, NODE)
+    for o in (op.VALIDATOR, *GATED):
+        if not ctx.pods(o.daemonset, NODE):
+            continue
+        pod = _recreate(ctx, o.daemonset, NODE)
+        if pod["spec"].get("runtimeClassName") != "nvidia":
+            continue  # NRI profiles: no runtime class, nothing to fail
+        ctx.set_status(pod, pod_states.no_sandbox(pod))
+        _event(ctx, pod, "FailedCreatePodSandBox", NO_NVIDIA_RUNTIME, count=14)
+    ctx.drop_gpu_resources(NODE)  # the device plugin never started
+
+
+@fault("driver-image-pull-failure", "the driver image cannot be pulled on one node (air-gapped registry mirror "
+       "without the image for this kernel/OS): the driver pod sits in ImagePullBackOff, everything after it waits",
+       "gpu-node-1: driver pod re-created, nvidia-driver-ctr ImagePullBackOff with Failed/ErrImagePull and "
+       "BackOff events; toolkit and validator waiting in driver-validation; gated operands Init:0/1; no GPU "
+       "resources; no cuda validator",
+       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004", "DRV-006"}, NODE,
+       states_not_ready=frozenset({"state-driver"}))
+def _driver_image_pull(ctx: FaultContext) -> None:
+    pod = _recreate(ctx, op.DRIVER.daemonset, NODE)
+    image = next(c["image"] for c in pod["spec"]["containers"] if c["name"] == "nvidia-driver-ctr")
+    ctx.set_status(pod, pod_states.image_pull_backoff(pod, "nvidia-driver-ctr"))
+    reg = image.split("/", 1)[0]
+    _event(ctx, pod, "Failed", f'Failed to pull image "{image}": rpc error: code = Unknown desc = failed to pull '
+           f'and unpack image "{image}": failed to resolve reference "{image}": failed to do request: Head '
+           f'"https://{reg}/v2/": dial tcp: lookup {reg}: i/o timeout', count=6,
+           field_path="spec.containers{nvidia-driver-ctr}")
+    _event(ctx, pod, "Failed", "Error: ErrImagePull", count=6, field_path="spec.containers{nvidia-driver-ctr}")
+    _event(ctx, pod, "BackOff", f'Back-off pulling image "{image}"', kind="Normal", count=40,
+           field_path="spec.containers{nvidia-driver-ctr}")
+    _event(ctx, pod, "Failed", "Error: ImagePullBackOff", count=40, field_path="spec.containers{nvidia-driver-ctr}")
+    t = ctx.pod(op.TOOLKIT.daemonset, NODE)
+    ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
+    _validator_stuck(ctx, NODE, "driver-validation", crash=False, restarts=0)
+    ctx.log("driver-validation", DRIVER_FAIL_LOG.format(t=_t()))
+    _gated_pods_wait_for_toolkit(ctx, NODE)
+    _no_cuda_validator(ctx, NODE)
+
+
+
+
 def markdown_table() -> str:
     """The README's fault table: what each fault reproduces and what the suite must report."""
-    rows = ["| Fault | Reproduces | Suite reports (root cause → failing checks) | Nodes |", "|---|---|---|---|"]
+    rows = ["| Fault | Reproduces | Suite reports (root cause → failing checks) | Nodes | Real operator v25.3.4 |",
+            "|---|---|---|---|---|"]
     for f in FAULTS.values():
         where = {NODE: NODE, ALL: "every GPU node", CLUSTER: "cluster-wide"}[f.nodes]
         if f.layer is None:
@@ -570,5 +753,6 @@ def markdown_table() -> str:
         else:
             what = f"{f.layer} → {', '.join(sorted(f.checks))}"
         extra = f" (profile `{f.profile}`)" if f.profile != "default" else ""
-        rows.append(f"| `{f.name}`{extra} | {f.description} | {what} | {where} |")
+        real = f"simulated-only: {f.simulated_only}" if f.simulated_only else "differential: same verdicts"
+        rows.append(f"| `{f.name}`{extra} | {f.description} | {what} | {where} | {real} |")
     return "\n".join(rows)

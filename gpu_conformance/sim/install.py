@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
@@ -39,9 +38,6 @@ PRIORITY_CLASS = "system-node-critical"
 VALIDATIONS_DIR = "/run/nvidia/validations"
 MPS_DAEMONSET = "nvidia-device-plugin-mps-control-daemon"
 
-# ClusterPolicy condition texts (GO internal/conditions; facts §4a).
-READY_MESSAGE = "ClusterPolicy is ready as all resources have been successfully reconciled"
-NOT_READY_MESSAGE = "ClusterPolicy is not ready; states not ready: {states}"
 
 
 # ---- small builders ----------------------------------------------------------------------
@@ -116,14 +112,44 @@ def images(profile: Profile) -> Images:
 
 
 # ---- CRDs and ClusterPolicy --------------------------------------------------------------
+# Fields of the ClusterPolicy spec that releases after v25.3.4 added to the CRD (the only CRD the Go module
+# proxy serves is v25.3.4's). Profiles of those releases write them, so their CRD gets them; every other
+# field is validated by the real v25.3.4 schema. Facts: gpu-operator-facts.md §4a (CRD defaults per release).
+_LATER_CRD_FIELDS: tuple[tuple[tuple[int, int, int], tuple[str, ...], Obj], ...] = (
+    ((25, 10, 0), ("sandboxWorkloads", "mode"),
+     {"type": "string", "default": "kubevirt", "enum": ["kubevirt", "kata"],
+      "description": "Mode indicates the sandbox mode (kubevirt or kata)"}),
+    ((26, 3, 0), ("cdi", "nriPluginEnabled"),
+     {"type": "boolean", "default": False,
+      "description": "NRIPluginEnabled indicates whether the toolkit runs an NRI plugin to inject CDI devices"}),
+)
+
+
 @cache
-def _crd_text(filename: str) -> str:
-    return resources.files("gpu_conformance.sim").joinpath("data", filename).read_text()
+def _real_crds() -> tuple[str, ...]:
+    from gpu_conformance.sim.operator_module import crd_files
+
+    return tuple(p.read_text() for p in crd_files())
 
 
-def crds() -> list[Obj]:
-    """ClusterPolicy and NVIDIADriver CRDs (Helm installs both, whichever manages the driver)."""
-    return [yaml.safe_load(_crd_text("clusterpolicy-crd.yaml")), yaml.safe_load(_crd_text("nvidiadriver-crd.yaml"))]
+def crds(profile: Profile | None = None) -> list[Obj]:
+    """The CRDs the operator's chart ships (ClusterPolicy, NVIDIADriver), read from its Go module.
+
+    For a profile newer than v25.3.4 the ClusterPolicy schema also gets the spec fields that release added;
+    without a profile (objects of any release, e.g. real clusters' cases), all of them.
+    """
+    out = [yaml.safe_load(text) for text in _real_crds()]
+    version = profile.version if profile is not None else (99, 0, 0)
+    for crd in out:
+        if crd["metadata"]["name"] != op.CLUSTERPOLICY_CRD:
+            continue
+        for since, path, schema in _LATER_CRD_FIELDS:
+            if version < since:
+                continue
+            for v in crd["spec"]["versions"]:
+                props = v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                props[path[0]]["properties"][path[1]] = dict(schema)
+    return out
 
 
 def clusterpolicy_spec(profile: Profile) -> Obj:
@@ -177,9 +203,11 @@ def clusterpolicy_spec(profile: Profile) -> Obj:
         "vfioManager": {"enabled": True},
         "kataManager": {"enabled": False},
         "ccManager": {"enabled": False},
-        "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container", "mode": "kubevirt"},
+        "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
         "hostPaths": {"rootFS": "/", "driverInstallDir": "/run/nvidia/driver"},
     }
+    if profile.version >= (25, 10, 0):
+        spec["sandboxWorkloads"]["mode"] = "kubevirt"  # added to the chart in v25.10
     if profile.version >= (26, 3, 0):
         spec["cdi"]["nriPluginEnabled"] = profile.nri
     elif profile.version < (25, 10, 0):
@@ -199,28 +227,6 @@ def clusterpolicy(profile: Profile) -> Obj:
             "app.kubernetes.io/version": c.operator, "helm.sh/chart": f"gpu-operator-{c.operator}"}},
         "spec": clusterpolicy_spec(profile),
     }
-
-
-def clusterpolicy_status(namespace: str, *, ready: bool = True, states_not_ready: tuple[str, ...] = (),
-                         now: str | None = None) -> Obj:
-    """status as the operator writes it: state, namespace and the Ready/Error condition pair."""
-    ts = now or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    if ready:
-        conditions = [
-            {"type": "Ready", "status": "True", "reason": "Reconciled", "message": READY_MESSAGE,
-             "lastTransitionTime": ts},
-            {"type": "Error", "status": "False", "reason": "Ready", "message": "", "lastTransitionTime": ts},
-        ]
-        state = "ready"
-    else:
-        states = "[" + " ".join(states_not_ready) + "]"
-        conditions = [
-            {"type": "Ready", "status": "False", "reason": "Error", "message": "", "lastTransitionTime": ts},
-            {"type": "Error", "status": "True", "reason": "OperandNotReady",
-             "message": NOT_READY_MESSAGE.format(states=states), "lastTransitionTime": ts},
-        ]
-        state = "notReady"
-    return {"state": state, "namespace": namespace, "conditions": conditions}
 
 
 # ---- Helm-created workloads --------------------------------------------------------------
@@ -368,9 +374,13 @@ def _validation_env(component: str, profile: Profile, img: Images) -> list[Obj]:
             out.append(env("VALIDATOR_RUNTIME_CLASS", "nvidia"))
         return out
     # plugin
-    return [env("COMPONENT", "plugin"), env("WITH_WAIT", "false"), env("WITH_WORKLOAD", "false"),
-            env("MIG_STRATEGY", profile.mig_strategy), env_field("NODE_NAME", "spec.nodeName"),
-            env_field("OPERATOR_NAMESPACE", "metadata.namespace")]
+    out = [env("COMPONENT", "plugin"), env("WITH_WAIT", "false"), env("WITH_WORKLOAD", "false"),
+           env("MIG_STRATEGY", profile.mig_strategy), env_field("NODE_NAME", "spec.nodeName"),
+           env_field("OPERATOR_NAMESPACE", "metadata.namespace"), env("VALIDATOR_IMAGE", img.validator),
+           env("VALIDATOR_IMAGE_PULL_POLICY", "IfNotPresent")]
+    if not profile.nri:
+        out.append(env("VALIDATOR_RUNTIME_CLASS", "nvidia"))
+    return out
 
 
 def _validator_container(name: str, profile: Profile, img: Images, mounts: list[Obj]) -> Obj:
@@ -406,12 +416,14 @@ def _daemonset(name: str, namespace: str, profile: Profile, deploy_label: str, *
                containers: list[Obj], volumes: list[Obj], service_account: str,
                runtime_class: bool, extra_labels: dict[str, str] | None = None,
                extra_selector: dict[str, str] | None = None, update_strategy: str = "RollingUpdate",
-               host_pid: bool = False, clusterpolicy_uid: str | None = None) -> Obj:
-    ds_labels = {"app": name, **(extra_labels or {})}
-    pod_labels = {"app": name, **(extra_labels or {}),
-                  # spec.daemonsets.labels are propagated to every operand pod
-                  "helm.sh/chart": f"gpu-operator-{profile.components.operator}",
-                  "app.kubernetes.io/managed-by": "gpu-operator"}
+               host_pid: bool = False, clusterpolicy_uid: str | None = None,
+               select_extra_labels: bool = False) -> Obj:
+    # spec.daemonsets.labels go on the DaemonSet and on every operand pod (the real v25.3.4/v26.7 do both).
+    common = {"helm.sh/chart": f"gpu-operator-{profile.components.operator}",
+              "app.kubernetes.io/managed-by": "gpu-operator"}
+    ds_labels = {"app": name, **(extra_labels or {}), **common}
+    pod_labels = {"app": name, **(extra_labels or {}), **common}
+    selector = {"app": name, **((extra_labels or {}) if select_extra_labels else {})}
     pod_spec: Obj = {
         "nodeSelector": {deploy_label: "true", **(extra_selector or {})},
         "tolerations": [GPU_TOLERATION],
@@ -441,7 +453,7 @@ def _daemonset(name: str, namespace: str, profile: Profile, deploy_label: str, *
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": _owned({"name": name, "namespace": namespace, "labels": ds_labels}, clusterpolicy_uid),
-        "spec": {"selector": {"matchLabels": {"app": name}}, "updateStrategy": strategy,
+        "spec": {"selector": {"matchLabels": selector}, "updateStrategy": strategy,
                  "template": {"metadata": template_meta, "spec": pod_spec}},
     }
 
@@ -455,7 +467,8 @@ def device_plugin_env(profile: Profile) -> list[Obj]:
     out = [env("PASS_DEVICE_SPECS", "true"), env("FAIL_ON_INIT_ERROR", "true"),
            env("DEVICE_LIST_STRATEGY", "envvar"), env("DEVICE_ID_STRATEGY", "uuid"),
            env("NVIDIA_VISIBLE_DEVICES", "all"), env("NVIDIA_DRIVER_CAPABILITIES", "all"),
-           env("MPS_ROOT", "/run/nvidia/mps"), env("MIG_STRATEGY", profile.mig_strategy)]
+           env("MPS_ROOT", "/run/nvidia/mps"), env("MIG_STRATEGY", profile.mig_strategy),
+           env("NVIDIA_MIG_MONITOR_DEVICES", "all")]
     if profile.cdi:
         if profile.version >= (25, 10, 0):
             strategy, prefix = "cdi-annotations,cdi-cri", "cdi.k8s.io/"
@@ -521,7 +534,8 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
                    "volumeMounts": mounts}
         driver_ctr = {"name": "nvidia-driver-ctr", "image": img.driver, "imagePullPolicy": "IfNotPresent",
                       "command": ["nvidia-driver"], "args": ["init"], "securityContext": {"privileged": True},
-                      "env": [env_field("NODE_NAME", "spec.nodeName"), env_field("NODE_IP", "status.hostIP")],
+                      "env": [env_field("NODE_NAME", "spec.nodeName"), env_field("NODE_IP", "status.hostIP"),
+                              env("KERNEL_MODULE_TYPE", "auto")],
                       "startupProbe": {"exec": {"command": ["sh", "/usr/local/bin/startup-probe.sh"]},
                                        "initialDelaySeconds": 60, "periodSeconds": 10, "failureThreshold": 120,
                                        "timeoutSeconds": 60},
@@ -598,7 +612,8 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
     out.append(_daemonset(op.VALIDATOR.daemonset, namespace, profile, op.VALIDATOR.deploy_label, init=v_init,
                           containers=[v_main], volumes=[*driver_mounts[0], val_vol],
                           service_account="nvidia-operator-validator", runtime_class=True,
-                          extra_labels={"app.kubernetes.io/part-of": "gpu-operator"}, clusterpolicy_uid=uid))
+                          extra_labels={"app.kubernetes.io/part-of": "gpu-operator"}, clusterpolicy_uid=uid,
+                          select_extra_labels=True))
 
     with_config = bool(profile.time_slicing_replicas)
     if enabled(op.DEVICE_PLUGIN):
@@ -625,9 +640,11 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
         mps_ctr = {"name": "mps-control-daemon-ctr", "image": img.device_plugin, "command": ["mps-control-daemon"],
                    "securityContext": {"privileged": True},
                    "env": [env_field("NODE_NAME", "spec.nodeName"), env("NVIDIA_VISIBLE_DEVICES", "all"),
-                           env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")]}
+                           env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+                           env("MIG_STRATEGY", profile.mig_strategy), env("NVIDIA_MIG_MONITOR_DEVICES", "all")]}
         out.append(_daemonset(MPS_DAEMONSET, namespace, profile, op.DEVICE_PLUGIN.deploy_label, init=mps_init,
-                              containers=[mps_ctr], volumes=[val_vol], service_account="nvidia-device-plugin",
+                              containers=[mps_ctr], volumes=[val_vol],
+                              service_account="nvidia-device-plugin-mps-control-daemon",
                               runtime_class=True, extra_selector={"nvidia.com/mps.capable": "true"},
                               host_pid=True, clusterpolicy_uid=uid))
 
@@ -660,7 +677,7 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
                "command": ["/usr/bin/gpu-feature-discovery"], "securityContext": {"privileged": True},
                "env": [env("GFD_SLEEP_INTERVAL", "60s"), env("GFD_FAIL_ON_INIT_ERROR", "true"),
                        env_field("NAMESPACE", "metadata.namespace"), env_field("NODE_NAME", "spec.nodeName"),
-                       env("MIG_STRATEGY", profile.mig_strategy)],
+                       env("MIG_STRATEGY", profile.mig_strategy), env("NVIDIA_MIG_MONITOR_DEVICES", "all")],
                "volumeMounts": [{"name": "output-dir",
                                  "mountPath": "/etc/kubernetes/node-feature-discovery/features.d"},
                                 {"name": "host-sys", "mountPath": "/sys"}]}
@@ -676,14 +693,14 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
         out.append(_daemonset(op.GFD.daemonset, namespace, profile, op.GFD.deploy_label, init=init,
                               containers=containers, volumes=vols, service_account="nvidia-gpu-feature-discovery",
                               runtime_class=True, extra_labels={"app.kubernetes.io/part-of": "nvidia-gpu"},
-                              clusterpolicy_uid=uid))
+                              clusterpolicy_uid=uid, select_extra_labels=True))
 
     if enabled(op.MIG_MANAGER):
         ctr = {"name": "nvidia-mig-manager", "image": img.mig_manager, "imagePullPolicy": "IfNotPresent",
                "command": ["/bin/entrypoint.sh"], "securityContext": {"privileged": True},
                "env": [env_field("NODE_NAME", "spec.nodeName"), env("CONFIG_FILE", "/mig-parted-config/config.yaml"),
                        env("GPU_CLIENTS_FILE", "/gpu-clients/clients.yaml"),
-                       env("DEFAULT_GPU_CLIENTS_NAMESPACE", namespace), env("WITH_REBOOT", "false")]}
+                       env_field("DEFAULT_GPU_CLIENTS_NAMESPACE", "metadata.namespace")]}
         out.append(_daemonset(op.MIG_MANAGER.daemonset, namespace, profile, op.MIG_MANAGER.deploy_label,
                               init=[_wait_for_toolkit(img)], containers=[ctr], volumes=[val_vol],
                               service_account="nvidia-mig-manager", runtime_class=True, host_pid=True,
@@ -733,10 +750,13 @@ def operand_configmaps(profile: Profile, namespace: str, clusterpolicy_uid: str 
     if op.operand_enabled(op.DEVICE_PLUGIN, spec):
         data["nvidia-device-plugin-entrypoint"] = {
             "entrypoint.sh": f"#!/bin/sh\n# wait for {VALIDATIONS_DIR}/driver-ready, then exec nvidia-device-plugin\n"}
-    if op.operand_enabled(op.DRIVER, spec):
+    if op.operand_enabled(op.DRIVER, spec) and profile.version >= (25, 10, 0):
+        # v25.3.4's driver DaemonSet has its startup probe inline; later releases ship it as a ConfigMap.
         data["nvidia-driver-startup-probe"] = {
             "startup-probe.sh": "#!/bin/sh\n# /sys/module/nvidia/refcnt + nvidia-smi, then .driver-ctr-ready\n"}
     if op.operand_enabled(op.MIG_MANAGER, spec):
+        data["nvidia-mig-manager-entrypoint"] = {
+            "entrypoint.sh": f"#!/bin/sh\n# wait for {VALIDATIONS_DIR}/toolkit-ready, then exec nvidia-mig-manager\n"}
         data["default-mig-parted-config"] = {"config.yaml": _MIG_PARTED_CONFIG}
         data["default-gpu-clients"] = {"clients.yaml": "version: v1\nsystemd-services:\n  - nvsm.service\n"}
     return [{"apiVersion": "v1", "kind": "ConfigMap",
@@ -1042,7 +1062,7 @@ def build(profile: Profile, namespace: str = "gpu-operator", gpu_nodes: list[str
         namespace=namespace,
         namespace_object={"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": namespace, "labels": {"kubernetes.io/metadata.name": namespace}}},
-        crds=crds(),
+        crds=crds(profile),
         clusterpolicy=clusterpolicy(profile),
         helm_objects=helm,
         runtime_classes=runtime_classes(profile, clusterpolicy_uid),

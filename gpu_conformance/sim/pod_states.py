@@ -95,3 +95,52 @@ def failed_in_init(pod: Obj, container: str, exit_code: int = 1) -> Obj:
     # Its main container never started, so it stays "waiting" in the status kubelet reports.
     st["phase"] = "Failed"
     return st
+
+
+def no_sandbox(pod: Obj) -> Obj:
+    """A pod whose sandbox the container runtime cannot create (e.g. no runtime for its RuntimeClass handler).
+
+    No container ever starts: kubelet reports every init and app container waiting in PodInitializing and
+    PodReadyToStartContainers=False; the reason is only in the FailedCreatePodSandBox events.
+    """
+    ts = _now()
+    spec = pod.get("spec", {})
+
+    def waiting(c: Obj) -> Obj:
+        return {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "started": False,
+                "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}
+
+    conditions = _conditions(False, False, ts)
+    conditions[0].update(status="False")
+    return {"phase": "Pending", "conditions": conditions,
+            "initContainerStatuses": [waiting(c) for c in spec.get("initContainers") or []],
+            "containerStatuses": [waiting(c) for c in spec.get("containers") or []], "startTime": ts}
+
+
+def image_pull_backoff(pod: Obj, container: str) -> Obj:
+    """Init containers done, `container`'s image cannot be pulled: kubelet backs off (ImagePullBackOff)."""
+    st = crash_looping(pod, container, restarts=0)
+    for cs in st["containerStatuses"]:
+        if cs["name"] == container:
+            cs.pop("lastState", None)
+            cs["state"] = {"waiting": {"reason": "ImagePullBackOff",
+                                       "message": f'Back-off pulling image "{cs["image"]}"'}}
+        else:
+            cs.update(ready=False, started=False, state={"waiting": {"reason": "PodInitializing"}})
+    st["phase"] = "Pending"
+    return st
+
+
+def marked_not_ready(pod: Obj) -> Obj:
+    """The pod's status with Ready=False, as the node lifecycle controller marks the pods of a node whose
+    kubelet went silent (MarkPodsNotReady); containers still read as running, nobody can tell otherwise."""
+    st = dict(pod.get("status") or {})
+    ts = _now()
+    conds = []
+    for c in st.get("conditions") or []:
+        c = dict(c)
+        if c["type"] == "Ready" and c.get("status") != "False":
+            c.update(status="False", lastTransitionTime=ts)
+        conds.append(c)
+    st["conditions"] = conds
+    return st

@@ -261,6 +261,14 @@ _add(Profile(
            "native CDI injection: workloads get GPUs through the nvidia default runtime"),
 ))
 _add(Profile(
+    "v25.3",
+    "v25.3.4 with exactly the Helm defaults of its chart (the one the real operator's Go module ships, "
+    "rendered by sim/chart.py): what `--operator=real` runs, and the hand-written operator's side of the "
+    "differential test. H100 nodes, so GFD's mig.capable makes the operator deploy mig-manager.",
+    operator_version="v25.3.4",
+    lacks=("RuntimeClasses nvidia-cdi and nvidia-legacy (CDI off)",),
+))
+_add(Profile(
     "mig-mixed",
     "v26.3.3 with mig.strategy=mixed: gpu-node-0 is an A100 node partitioned all-balanced and "
     "advertises nvidia.com/mig-1g.5gb, -2g.10gb, -3g.20gb; other GPU nodes are H100 with MIG disabled.",

@@ -32,6 +32,7 @@ from gpu_conformance.cluster.connect import raw_request
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim.nvidia_smi import node_nvidia_smi_L, nvidia_smi_header, probe_output
+from gpu_conformance.sim.operator_status import StatusWriter, settle
 from gpu_conformance.sim.profiles import Profile, get_profile
 
 Obj = dict[str, Any]
@@ -90,12 +91,16 @@ class SimInstall:
 
 # ---- a thin raw-JSON client --------------------------------------------------------------
 _CORE = {"Namespace": "namespaces", "Node": "nodes", "Pod": "pods", "Service": "services",
-         "ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps"}
+         "ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Event": "events"}
 _GROUPED = {"Deployment": ("apps/v1", "deployments"), "DaemonSet": ("apps/v1", "daemonsets"),
+            "ControllerRevision": ("apps/v1", "controllerrevisions"),
             "RuntimeClass": ("node.k8s.io/v1", "runtimeclasses"),
             "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions"),
             "ClusterPolicy": ("nvidia.com/v1", "clusterpolicies"),
             "NVIDIADriver": ("nvidia.com/v1alpha1", "nvidiadrivers")}
+# Everything the sim writes must fit the real schemas (the operator's CRDs included): unknown or duplicate
+# fields are an error, not silently pruned.
+_STRICT = [("fieldValidation", "Strict")]
 _CLUSTER_SCOPED = {"Namespace", "Node", "RuntimeClass", "CustomResourceDefinition", "ClusterPolicy",
                    "NVIDIADriver"}
 
@@ -128,7 +133,7 @@ class Kube:
 
     def create(self, obj: Obj) -> Obj:
         ns = obj.get("metadata", {}).get("namespace")
-        return self.request("POST", collection_path(obj["kind"], ns), obj)
+        return self.request("POST", collection_path(obj["kind"], ns), obj, query=_STRICT)
 
     def path(self, kind: str, name: str, namespace: str | None = None) -> str:
         return f"{collection_path(kind, namespace)}/{name}"
@@ -143,7 +148,7 @@ class Kube:
     def patch(self, kind: str, name: str, patch: Obj, namespace: str | None = None, status: bool = False) -> Obj:
         """A JSON merge patch (works for built-in and custom kinds alike)."""
         path = self.path(kind, name, namespace) + ("/status" if status else "")
-        return self.request("PATCH", path, patch, content_type="application/merge-patch+json")
+        return self.request("PATCH", path, patch, query=_STRICT, content_type="application/merge-patch+json")
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> Obj:
         return self.request("DELETE", self.path(kind, name, namespace))
@@ -419,9 +424,10 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
     _wait_established(kube, preview.crds, deadline)
     cp = _create_clusterpolicy(kube, preview.clusterpolicy, deadline)
     uid = cp["metadata"]["uid"]
-    # The operator's first reconcile finds nothing ready yet.
-    kube.patch("ClusterPolicy", inst.CLUSTERPOLICY_NAME, {"status": inst.clusterpolicy_status(
-        namespace, ready=False, states_not_ready=_state_names(preview))}, status=True)
+    # The operator's first reconcile runs before its DaemonSets exist, and a DaemonSet not found counts as
+    # ready: the real operator writes ready/Reconciled here (a race a suite run right after install sees).
+    status_writer = StatusWriter(kube, namespace, p.operator_version)
+    status_writer.write()
     mark("clusterpolicy")
 
     manifests = inst.build(p, namespace, gpu_names, cpu_names, clusterpolicy_uid=uid)
@@ -432,22 +438,14 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
 
     sim = SimInstall(client=client, profile=p, namespace=namespace, gpu_nodes=gpu_names, cpu_nodes=cpu_names,
                      manifests=manifests, clusterpolicy_uid=uid, log_writer=log_writer, timings=timings)
+    # Then the DaemonSets count their pods: notReady (state-driver, ...) until every operand is available.
+    status_writer.write()
     _converge(kube, sim, deadline)
     mark("converged")
-    kube.patch("ClusterPolicy", inst.CLUSTERPOLICY_NAME,
-               {"status": inst.clusterpolicy_status(namespace, ready=True)}, status=True)
+    settle(kube, namespace, p.operator_version)
     mark("ready")
     sim.seconds = round(time.monotonic() - start, 3)
     return sim
-
-
-def _state_names(manifests: inst.InstallManifests) -> tuple[str, ...]:
-    states = {op.DRIVER.daemonset: "state-driver", op.TOOLKIT.daemonset: "state-container-toolkit",
-              op.VALIDATOR.daemonset: "state-operator-validation", op.DEVICE_PLUGIN.daemonset: "state-device-plugin",
-              op.DCGM.daemonset: "state-dcgm", op.DCGM_EXPORTER.daemonset: "state-dcgm-exporter",
-              op.GFD.daemonset: "gpu-feature-discovery", op.MIG_MANAGER.daemonset: "state-mig-manager",
-              op.NODE_STATUS_EXPORTER.daemonset: "state-node-status-exporter"}
-    return tuple(states[d["metadata"]["name"]] for d in manifests.daemonsets if d["metadata"]["name"] in states)
 
 
 def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:

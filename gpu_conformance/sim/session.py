@@ -28,14 +28,25 @@ class BootedSim:
         self.cluster.stop()
 
 
+OPERATORS = ("sim", "real")
+
+
 def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, faults: list[str] | None = None,
-              state_dir: Path | None = None, detach: bool = False, quiet: bool = False) -> BootedSim:
+              state_dir: Path | None = None, detach: bool = False, quiet: bool = False,
+              operator: str = "sim") -> BootedSim:
+    """Boot the control plane and install an operator: the hand-written one ("sim", every profile) or the
+    real v25.3.4 binary ("real", profile v25.3; "default" means that one)."""
     from gpu_conformance.sim import faults as fault_catalogue
     from gpu_conformance.sim.binaries import ensure_binaries
     from gpu_conformance.sim.controlplane import SimCluster
+    from gpu_conformance.sim.operator_status import settle, start_status_loop
     from gpu_conformance.sim.profiles import PROFILES
-    from gpu_conformance.sim.reconcile import LOG_CONTAINERS, install
+    from gpu_conformance.sim.reconcile import LOG_CONTAINERS, Kube, install
 
+    if operator not in OPERATORS:
+        raise UsageError(f"unknown operator {operator!r} (known: {', '.join(OPERATORS)})")
+    if operator == "real" and profile == "default":
+        profile = "v25.3"
     if profile not in PROFILES:
         raise UsageError(f"unknown sim profile {profile!r} (known: {', '.join(PROFILES)})")
     for f in faults or []:
@@ -52,15 +63,28 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
         cluster.start()
     t1 = time.monotonic()
     try:
-        inst = install(cluster.api_client(), profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes,
-                       log_writer=cluster.write_container_log)
+        if operator == "real":
+            from gpu_conformance.sim.real_operator import install_real
+
+            inst = install_real(cluster, profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes)
+        else:
+            inst = install(cluster.api_client(), profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes,
+                           log_writer=cluster.write_container_log)
         fault_catalogue.apply_all(inst, list(faults or []), cluster)
+        if operator == "sim":
+            # The hand-written operator keeps its ClusterPolicy status current, in a process of its own that
+            # lives as long as the cluster (stopped with it), like the real operator's reconcile loop.
+            start_status_loop(cluster, inst.namespace, inst.profile.operator_version)
+        # Judge only once the operator has seen what the faults did (its next reconcile).
+        settle(Kube(cluster.api_client()), inst.namespace, inst.profile.operator_version,
+               write=operator == "sim")
     except BaseException:
         cluster.stop()  # a half-installed cluster is of no use, detached or not
         raise
     t2 = time.monotonic()
     if not quiet:
-        print(f"gpu-conformance: simulated cluster up in {t1 - t0:.1f}s, operator profile {profile!r} installed "
+        who = "real operator v25.3.4" if operator == "real" else "operator"
+        print(f"gpu-conformance: simulated cluster up in {t1 - t0:.1f}s, {who} profile {profile!r} installed "
               f"in {t2 - t1:.1f}s ({gpu_nodes} GPU + {cpu_nodes} CPU nodes"
               f"{', faults: ' + ', '.join(faults) if faults else ''})", file=sys.stderr)
     return BootedSim(cluster, inst, t1 - t0, t2 - t1)
@@ -69,4 +93,5 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
 def boot_sim(settings: Settings) -> BootedSim:
     extra = settings.extra
     return start_sim(profile=extra.get("sim_profile", "default"), gpu_nodes=int(extra.get("sim_gpu_nodes", 3)),
-                     cpu_nodes=int(extra.get("sim_cpu_nodes", 1)), faults=list(extra.get("sim_faults") or []))
+                     cpu_nodes=int(extra.get("sim_cpu_nodes", 1)), faults=list(extra.get("sim_faults") or []),
+                     operator=str(extra.get("sim_operator") or "sim"))

@@ -1,0 +1,193 @@
+"""The real NVIDIA GPU Operator's Go module: its CRDs, chart and assets, and (for `--operator=real`) its binary.
+
+The Go module proxy serves github.com/NVIDIA/gpu-operator at exactly one version, the v25.3.4 release
+commit as a pseudo-version. <repo>/gobuild/gpu-operator wraps it. Nothing of it is committed here: the
+module zip lands in the Go module cache (`go mod download`, part of the binaries step), where the sim
+reads the real CRDs for every profile, and `go build` puts the operator binary in a versioned cache
+directory beside the control plane's.
+
+    python -m gpu_conformance.sim.operator_module          # download + build if needed, print the binary
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+from gpu_conformance.errors import ConformanceError
+from gpu_conformance.sim import binaries
+
+MODULE = "github.com/NVIDIA/gpu-operator"
+# The v25.3.4 release commit d73a0086a6ba, the only version the proxy serves (newer ones: 403).
+MODULE_VERSION = "v0.0.0-20250917190837-d73a0086a6ba"
+OPERATOR_VERSION = "v25.3.4"
+PACKAGE = f"{MODULE}/cmd/gpu-operator"
+BINARY = "gpu-operator"
+BIN_DIR_NAME = f"gpu-operator-{OPERATOR_VERSION}"
+BINARY_ENV = "GPU_CONFORMANCE_OPERATOR_BINARY"
+# Release-like: stripped, and the version stamped where `version: ...` is logged from (unstamped: "unknown").
+LDFLAGS = f"-s -w -X {MODULE}/internal/info.version={OPERATOR_VERSION}"
+VERSION_TEXT = f"version: {OPERATOR_VERSION}"
+CRD_DIR = "deployments/gpu-operator/crds"
+CHART_DIR = "deployments/gpu-operator"
+COLD_MINUTES = 4
+
+
+class OperatorModuleError(ConformanceError):
+    """The operator's Go module or binary is missing and cannot be fetched or built."""
+
+
+def wrapper_dir() -> Path:
+    path = binaries.repo_root() / "gobuild" / "gpu-operator"
+    if not (path / "go.mod").is_file():
+        raise OperatorModuleError(f"{path}/go.mod not found: the real operator's CRDs and binary come from a "
+                                  "source checkout of this repository")
+    return path
+
+
+def _escape(module_path: str) -> str:
+    # The module cache spells upper-case letters as '!' + lower case (golang.org/x/mod/module.EscapePath).
+    return "".join(f"!{c.lower()}" if c.isupper() else c for c in module_path)
+
+
+def _gomodcache() -> Path:
+    if os.environ.get("GOMODCACHE"):
+        return Path(os.environ["GOMODCACHE"])
+    gopath = os.environ.get("GOPATH", "").split(os.pathsep)[0] or str(Path.home() / "go")
+    return Path(gopath) / "pkg" / "mod"
+
+
+def _complete(path: Path) -> bool:
+    return (path / CRD_DIR / "nvidia.com_clusterpolicies.yaml").is_file() and (path / "assets").is_dir()
+
+
+@cache
+def module_dir() -> Path:
+    """The unpacked module in the Go module cache, downloading it first if needed (network once)."""
+    guess = _gomodcache() / f"{_escape(MODULE)}@{MODULE_VERSION}"
+    if _complete(guess):
+        return guess
+    try:
+        go = binaries._go_executable()
+    except binaries.GoNotFoundError as exc:
+        raise OperatorModuleError(f"{MODULE}@{MODULE_VERSION} is not in the Go module cache ({guess}) and it "
+                                  f"cannot be downloaded: {exc}") from None
+    out = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{MODULE_VERSION}"], cwd=wrapper_dir(),
+                         capture_output=True, text=True, env=binaries._go_env(), check=False)
+    try:
+        info = json.loads(out.stdout or "{}")
+    except ValueError:
+        info = {}
+    path = Path(info.get("Dir") or guess)
+    if out.returncode != 0 or not _complete(path):
+        why = info.get("Error") or out.stderr.strip().splitlines()[-1:] or f"exit code {out.returncode}"
+        raise OperatorModuleError(f"`go mod download {MODULE}@{MODULE_VERSION}` failed: {why} (the Go module "
+                                  "proxy must be reachable once; the real CRDs come from this module)")
+    return path
+
+
+def crd_files() -> list[Path]:
+    """Every CRD the operator's chart ships (ClusterPolicy, NVIDIADriver), in a stable order."""
+    return sorted((module_dir() / CRD_DIR).glob("*.yaml"))
+
+
+def chart_dir() -> Path:
+    return module_dir() / CHART_DIR
+
+
+def assets_dir() -> Path:
+    return module_dir() / "assets"
+
+
+def manifests_dir() -> Path:
+    return module_dir() / "manifests"
+
+
+# ---- the binary --------------------------------------------------------------------------
+def bin_dir() -> Path:
+    return binaries.cache_bin_dir().parent / BIN_DIR_NAME
+
+
+def answers_version(path: Path) -> bool:
+    """The binary logs its stamped version first; with an unusable kubeconfig it then exits at once."""
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return False
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OPERATOR_NAMESPACE": "gpu-operator",
+           "HOME": tempfile.gettempdir()}
+    try:
+        out = subprocess.run([str(path), "--kubeconfig=/nonexistent/kubeconfig", "--metrics-bind-address=0",
+                              "--health-probe-bind-address=127.0.0.1:0"], capture_output=True, text=True,
+                             timeout=30, check=False, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return VERSION_TEXT in out.stdout + out.stderr
+
+
+def binary_available() -> bool:
+    env = os.environ.get(BINARY_ENV)
+    return answers_version(Path(env)) if env else answers_version(bin_dir() / BINARY)
+
+
+def ensure_binary() -> Path:
+    """The operator binary, built into the versioned cache dir if needed (idempotent, locked)."""
+    env = os.environ.get(BINARY_ENV)
+    if env:
+        path = Path(env).expanduser().resolve()
+        if not answers_version(path):
+            raise OperatorModuleError(f"{BINARY_ENV}={path} is not a gpu-operator binary that logs "
+                                      f"{VERSION_TEXT!r}")
+        return path
+    target = bin_dir() / BINARY
+    if answers_version(target):
+        return target
+    try:
+        go = binaries._go_executable()
+    except binaries.GoNotFoundError as exc:
+        raise OperatorModuleError(f"the real GPU Operator {OPERATOR_VERSION} is not built and cannot be: {exc}"
+                                  ) from None
+    wrapper = wrapper_dir()
+    module_dir()
+    out_dir = bin_dir()
+    with binaries._build_lock(out_dir):
+        if answers_version(target):
+            return target
+        log_path = out_dir / "build.log"
+        log_path.write_text(f"# {time.strftime('%Y-%m-%dT%H:%M:%S%z')} building {BIN_DIR_NAME}\n")
+        print(f"building gpu-operator {OPERATOR_VERSION} ... (first build takes ~{COLD_MINUTES} min; "
+              f"log: {log_path})", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmp:
+            built = Path(tmp) / BINARY
+            try:
+                binaries._run_build(go, wrapper, LDFLAGS, built, [PACKAGE], log_path)
+            except binaries.BinariesError as exc:
+                raise OperatorModuleError(str(exc).split("; install Go")[0]) from None
+            if not answers_version(built):
+                raise OperatorModuleError(f"built gpu-operator does not log {VERSION_TEXT!r}; see {log_path}")
+            os.replace(built, target)
+        print(f"built gpu-operator {OPERATOR_VERSION} in {time.monotonic() - started:.0f} s", file=sys.stderr,
+              flush=True)
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    del argv
+    try:
+        module_dir()
+        path = ensure_binary()
+    except ConformanceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
