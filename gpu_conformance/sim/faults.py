@@ -26,11 +26,13 @@ from gpu_conformance.sim.install import (
     cuda_validator_pod,
 )
 from gpu_conformance.sim.reconcile import Kube, SimInstall
-from gpu_conformance.verdict import INCOMPLETE, NOT_CONFORMANT
+from gpu_conformance.verdict import CONFORMANT, INCOMPLETE, NOT_CONFORMANT
 
 Obj = dict[str, Any]
 NODE = "gpu-node-1"  # the node a single-node fault breaks; gpu-node-0 and gpu-node-2 must stay green
 CLUSTER = "cluster"
+# No node is affected: the cluster works, and the operator's own status says something a person should know.
+NONE = "none"
 ALL = "all"
 PROBE_LOG = "gpu-probe"
 # Why a fault is simulated-only (the README's fault table says so).
@@ -114,6 +116,8 @@ class Fault:
     def affected(self, gpu_nodes: list[str]) -> list[str]:
         if self.nodes == NODE:
             return [NODE]
+        if self.nodes == NONE:
+            return []
         return list(gpu_nodes)
 
 
@@ -220,11 +224,13 @@ def _operator_crashloop(ctx: FaultContext) -> None:
 
 @fault("clusterpolicy-operand-not-ready", "the operator reports state-driver not ready although every driver pod "
        "runs: the driver DaemonSet changed (kernelModuleType switched to open) with auto-upgrade off, so its pods "
-       "(OnDelete) stay on the old revision until someone deletes them",
+       "(OnDelete) stay on the old revision until someone deletes them. GPUs still reach pods: a warning naming "
+       "the pending driver change, not a failure",
        "ClusterPolicy driver.kernelModuleType=open, driver.upgradePolicy.autoUpgrade=false; driver DaemonSet "
        "template gets KERNEL_MODULE_TYPE=open (new revision, pods untouched); the operator then writes notReady, "
        "OperandNotReady [state-driver]",
-       Layer.OPERATOR, {"OPR-003"}, CLUSTER, states_not_ready=frozenset({"state-driver"}))
+       None, set(), NONE, verdict=CONFORMANT, warns=frozenset({"OPR-003"}),
+       states_not_ready=frozenset({"state-driver"}))
 def _operand_not_ready(ctx: FaultContext) -> None:
     ctx.kube.patch("ClusterPolicy", CLUSTERPOLICY_NAME, {"spec": {"driver": {
         "kernelModuleType": "open", "upgradePolicy": {"autoUpgrade": False}}}})
@@ -717,7 +723,7 @@ def _runtime_handler_missing(ctx: FaultContext) -> None:
        "gpu-node-1: driver pod re-created, nvidia-driver-ctr ImagePullBackOff with Failed/ErrImagePull and "
        "BackOff events; toolkit and validator waiting in driver-validation; gated operands Init:0/1; no GPU "
        "resources; no cuda validator",
-       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004", "DRV-006"}, NODE,
+       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004"}, NODE,
        states_not_ready=frozenset({"state-driver"}))
 def _driver_image_pull(ctx: FaultContext) -> None:
     pod = _recreate(ctx, op.DRIVER.daemonset, NODE)
@@ -747,7 +753,7 @@ def markdown_table() -> str:
     rows = ["| Fault | Reproduces | Suite reports (root cause → failing checks) | Nodes | Real operator v25.3.4 |",
             "|---|---|---|---|---|"]
     for f in FAULTS.values():
-        where = {NODE: NODE, ALL: "every GPU node", CLUSTER: "cluster-wide"}[f.nodes]
+        where = {NODE: NODE, ALL: "every GPU node", CLUSTER: "cluster-wide", NONE: "no node"}[f.nodes]
         if f.layer is None:
             what = f"transient, not broken ({f.verdict}); warns {', '.join(sorted(f.warns))}"
         else:
