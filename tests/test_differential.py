@@ -38,9 +38,9 @@ def verdicts(data: dict[str, Any]) -> dict[str, Any]:
     blocker = data["cluster_blocker"]
     return {
         "verdict": data["verdict"],
-        "blocker": (blocker["layer"], blocker.get("check_id")) if blocker else None,
+        "blocker": (blocker["layer"], blocker.get("check")) if blocker else None,
         "failing": sorted(c["id"] for c in data["checks"] if c["status"] == "fail"),
-        "nodes": {n["name"]: {"root_cause": (n["root_cause"]["layer"], n["root_cause"].get("check_id"))
+        "nodes": {n["name"]: {"root_cause": (n["root_cause"]["layer"], n["root_cause"].get("check"))
                               if n["root_cause"] else None,
                               "transient": bool(n.get("transient")), "layers": n["layers"]}
                   for n in data["nodes"]},

@@ -81,6 +81,8 @@ def assert_declared(f: Fault, data: dict) -> None:
         if name in affected and f.layer is not None:
             rc = n["root_cause"]
             assert rc and rc["layer"] == str(f.layer), (name, rc)
+            if f.root_cause_check:
+                assert rc["check"] == f.root_cause_check and f.root_cause_says in rc["message"], (name, rc)
             later = LAYER_ORDER[LAYER_ORDER.index(f.layer) + 1:]
             assert all(n["layers"][str(layer)] == "blocked" for layer in later), (name, n["layers"])
         elif name in affected:  # transient: paused, not failed

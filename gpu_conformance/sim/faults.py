@@ -112,6 +112,9 @@ class Fault:
     states_not_ready: frozenset[str] = frozenset()
     # Why the fault cannot run against the real v25.3.4 operator (empty: it runs in the differential test).
     simulated_only: str = ""
+    # The affected nodes' root cause: this check, and its message says this (the issue's "named as such").
+    root_cause_check: str = ""
+    root_cause_says: str = ""
 
     def affected(self, gpu_nodes: list[str]) -> list[str]:
         if self.nodes == NODE:
@@ -406,7 +409,7 @@ def _toolkit_validation_failing(ctx: FaultContext) -> None:
 @fault("cuda-validation-failing", "CUDA workloads fail on one node (vectorAdd cannot run: e.g. a GPU fallen off "
        "the bus or a driver/CUDA mismatch)",
        "gpu-node-1: nvidia-cuda-validator pod Failed in init cuda-validation; validator waiting in cuda-validation",
-       Layer.DRIVER_TOOLKIT, {"DRV-004", "DRV-005"}, NODE)
+       Layer.DRIVER_TOOLKIT, {"DRV-005"}, NODE)
 def _cuda_validation_failing(ctx: FaultContext) -> None:
     # A finished pod's status cannot be rewritten (terminated is final), so the validator's next attempt
     # is the pod that fails: delete the Succeeded one and let the new one end Failed, as kubelet reports it.
@@ -625,6 +628,25 @@ def _mark_pods_not_ready(ctx: FaultContext, node: str) -> None:
             ctx.set_status(p, pod_states.marked_not_ready(p))
 
 
+def _evict_deployment_pods(ctx: FaultContext, node: str) -> None:
+    """Taint-based eviction after tolerationSeconds: the node's non-DaemonSet pods (the operator, NFD master
+    or gc, if the scheduler put them there) are deleted and come back on healthy nodes. DaemonSet pods
+    tolerate not-ready/unreachable and stay."""
+    gone = []
+    for p in _pods_on(ctx, node):
+        refs = p["metadata"].get("ownerReferences") or []
+        if refs and refs[0].get("kind") == "ReplicaSet":
+            ctx.kube.request("DELETE", ctx.kube.path("Pod", p["metadata"]["name"], ctx.ns),
+                             body={"gracePeriodSeconds": 0})
+            gone.append(refs[0]["name"].rsplit("-", 1)[0])
+
+    def back() -> bool:
+        deps = {d["metadata"]["name"]: d for d in ctx.kube.list("Deployment", ctx.ns)}
+        return all((deps.get(name, {}).get("status") or {}).get("availableReplicas") for name in gone)
+
+    ctx.wait(back, f"evicted Deployment pods of {node} available elsewhere", 60)
+
+
 def _wait_taint(ctx: FaultContext, node: str, key: str) -> None:
     ctx.wait(lambda: any(t["key"] == key for t in ctx.kube.get("Node", node)["spec"].get("taints") or []),
              f"taint {key} on {node}", 60)
@@ -666,11 +688,13 @@ def _recreate(ctx: FaultContext, app: str, node: str) -> Obj:
        "runtime is down), the node controller taints it and marks its pods not ready; the operand pods still "
        "read Running",
        "gpu-node-1 Ready=False KubeletNotReady 'container runtime is down, PLEG is not healthy ...'; "
-       "kube-controller-manager adds node.kubernetes.io/not-ready taints; every pod there Ready=False",
-       Layer.NFD, {"NFD-004"}, NODE)
+       "kube-controller-manager adds node.kubernetes.io/not-ready taints; every pod there Ready=False, "
+       "its Deployment pods evicted to other nodes",
+       Layer.NFD, {"NFD-004"}, NODE, root_cause_check="NFD-004", root_cause_says="container runtime is down")
 def _node_runtime_down(ctx: FaultContext) -> None:
     _set_node_conditions(ctx, NODE, {"Ready": ("False", "KubeletNotReady", RUNTIME_DOWN_MESSAGE)})
     _wait_taint(ctx, NODE, "node.kubernetes.io/not-ready")
+    _evict_deployment_pods(ctx, NODE)
     _mark_pods_not_ready(ctx, NODE)
 
 
@@ -678,13 +702,15 @@ def _node_runtime_down(ctx: FaultContext) -> None:
        "network-partitioned): the node controller sets its conditions Unknown, taints it unreachable and marks "
        "its pods not ready",
        "gpu-node-1 every condition Unknown NodeStatusUnknown 'Kubelet stopped posting node status.'; "
-       "kube-controller-manager adds node.kubernetes.io/unreachable taints; every pod there Ready=False",
-       Layer.NFD, {"NFD-004"}, NODE)
+       "kube-controller-manager adds node.kubernetes.io/unreachable taints; every pod there Ready=False, "
+       "its Deployment pods evicted to other nodes",
+       Layer.NFD, {"NFD-004"}, NODE, root_cause_check="NFD-004", root_cause_says="Kubelet stopped posting")
 def _node_unreachable(ctx: FaultContext) -> None:
     unknown = ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
     _set_node_conditions(ctx, NODE, dict.fromkeys(("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"),
                                                   unknown))
     _wait_taint(ctx, NODE, "node.kubernetes.io/unreachable")
+    _evict_deployment_pods(ctx, NODE)
     _mark_pods_not_ready(ctx, NODE)
 
 
@@ -704,7 +730,8 @@ def _node_cordoned(ctx: FaultContext) -> None:
        "Pending with every container PodInitializing, FailedCreatePodSandBox events 'no runtime for \"nvidia\" "
        "is configured'; no GPU resources; no cuda validator",
        Layer.DRIVER_TOOLKIT, {"DRV-006"}, NODE,
-       states_not_ready=frozenset({"state-operator-validation", "state-device-plugin"}))
+       states_not_ready=frozenset({"state-operator-validation", "state-device-plugin"}),
+       root_cause_check="DRV-006", root_cause_says='no runtime for "nvidia" is configured')
 def _runtime_handler_missing(ctx: FaultContext) -> None:
     _no_cuda_validator(ctx, NODE)
     for o in (op.VALIDATOR, *GATED):
@@ -724,7 +751,7 @@ def _runtime_handler_missing(ctx: FaultContext) -> None:
        "BackOff events; toolkit and validator waiting in driver-validation; gated operands Init:0/1; no GPU "
        "resources; no cuda validator",
        Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004"}, NODE,
-       states_not_ready=frozenset({"state-driver"}))
+       states_not_ready=frozenset({"state-driver"}), root_cause_check="DRV-002", root_cause_says="pull")
 def _driver_image_pull(ctx: FaultContext) -> None:
     pod = _recreate(ctx, op.DRIVER.daemonset, NODE)
     image = next(c["image"] for c in pod["spec"]["containers"] if c["name"] == "nvidia-driver-ctr")
@@ -754,7 +781,9 @@ def markdown_table() -> str:
             "|---|---|---|---|---|"]
     for f in FAULTS.values():
         where = {NODE: NODE, ALL: "every GPU node", CLUSTER: "cluster-wide", NONE: "no node"}[f.nodes]
-        if f.layer is None:
+        if f.layer is None and f.verdict == CONFORMANT:
+            what = f"not broken ({f.verdict}); warns {', '.join(sorted(f.warns))}"
+        elif f.layer is None:
             what = f"transient, not broken ({f.verdict}); warns {', '.join(sorted(f.warns))}"
         else:
             what = f"{f.layer} → {', '.join(sorted(f.checks))}"
