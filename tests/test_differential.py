@@ -61,6 +61,6 @@ def test_hand_written_and_real_operator_agree(name: str, tmp_path: Path) -> None
     real = run_suite("v25.3", [name], f.settings, tmp_path / "real", gpu_nodes=2, operator="real")
     print(f"{name}: hand-written {t1 - t0:.0f} s, real {time.monotonic() - t1:.0f} s")
     assert verdicts(real) == verdicts(sim)
-    assert real.get("clusterpolicy_status") and sim.get("clusterpolicy_status") is not None
-    assert [s and s.get("state") for s in real["clusterpolicy_status"]] == [
-        s and s.get("state") for s in sim["clusterpolicy_status"]]
+    # The ClusterPolicy state each operator wrote (none when the fault removed the ClusterPolicy or its CRD).
+    assert [s and s.get("state") for s in real.get("clusterpolicy_status") or []] == [
+        s and s.get("state") for s in sim.get("clusterpolicy_status") or []]

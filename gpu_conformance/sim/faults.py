@@ -237,12 +237,20 @@ def _operator_crashloop(ctx: FaultContext) -> None:
 def _operand_not_ready(ctx: FaultContext) -> None:
     ctx.kube.patch("ClusterPolicy", CLUSTERPOLICY_NAME, {"spec": {"driver": {
         "kernelModuleType": "open", "upgradePolicy": {"autoUpgrade": False}}}})
-    ds = ctx.kube.get("DaemonSet", op.DRIVER.daemonset, ctx.ns)
-    for c in ds["spec"]["template"]["spec"]["containers"]:
-        if c["name"] == "nvidia-driver-ctr":
-            c["env"] = [e for e in c.get("env") or [] if e["name"] != "KERNEL_MODULE_TYPE"] + [
-                {"name": "KERNEL_MODULE_TYPE", "value": "open"}]
-    ctx.kube.request("PUT", ctx.kube.path("DaemonSet", op.DRIVER.daemonset, ctx.ns), body=ds)
+    # What the operator does with that spec (the real one does it too, concurrently: retry on a conflict).
+    for attempt in range(10):
+        ds = ctx.kube.get("DaemonSet", op.DRIVER.daemonset, ctx.ns)
+        for c in ds["spec"]["template"]["spec"]["containers"]:
+            if c["name"] == "nvidia-driver-ctr":
+                c["env"] = [e for e in c.get("env") or [] if e["name"] != "KERNEL_MODULE_TYPE"] + [
+                    {"name": "KERNEL_MODULE_TYPE", "value": "open"}]
+        try:
+            ctx.kube.request("PUT", ctx.kube.path("DaemonSet", op.DRIVER.daemonset, ctx.ns), body=ds)
+            break
+        except ApiException as e:
+            if e.status != 409 or attempt == 9:
+                raise
+            time.sleep(0.2)
     ctx.wait(lambda: len([r for r in ctx.kube.list("ControllerRevision", ctx.ns)
                           if r["metadata"]["name"].startswith(op.DRIVER.daemonset)]) >= 2, "new driver revision")
 
