@@ -227,6 +227,10 @@ def probe_scheduled(snap: ClusterSnapshot, settings: Settings, obs: ProbeObserva
         status = Status.NA if skip.kind == NotProbed.NOT_SAMPLED else Status.WARN
         f.append(Finding(status, skip.message, node=node, evidence={"not_probed": str(skip.kind),
                                                                                   **skip.evidence}))
+    if obs.plan.eligible and not obs.plan.targets:
+        # Nothing was probed (every node busy, cordoned or unselected): the layer did not run.
+        f.append(Finding(Status.WARN, f"no GPU node could be probed: {obs.plan.scope}",
+                         evidence={"transient": True}))
     f.extend(_refusals(obs))
     if obs.aborted:
         # Whatever the pods did so far, the run cannot speak for the nodes: INCOMPLETE, said once.
