@@ -17,6 +17,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -69,11 +70,21 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
 
 
+_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)')
+_POD_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
+
+
 def _status_message(e: ApiException) -> str:
+    """The Status object's message (the body may be cut short), without the per-pod 'pods "x" is forbidden: '."""
+    body = str(e.body or "")
+    m = _MESSAGE.search(body)
+    if not m:
+        return body[:500] or str(e.reason)
     try:
-        return str(json.loads(e.body or "{}").get("message") or e.reason)
-    except (ValueError, AttributeError):
-        return str(e.body or e.reason)[:500]
+        text = json.loads(f'"{m.group(1)}"')
+    except ValueError:
+        text = m.group(1)
+    return _POD_PREFIX.sub("", text)
 
 
 def _unreachable_reason(e: BaseException) -> str:
@@ -209,12 +220,14 @@ def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
     now = dt.datetime.now(dt.UTC)
     sel = [("labelSelector", RUN_LABEL)]
     out: list[Leftover] = []
-    namespaces = set()
+    namespaces = set()  # listed already, or being deleted (their pods go with them)
     for ns in api.items("/api/v1/namespaces", sel):
         rid = labels_of(ns).get(RUN_LABEL, "")
-        if rid != run_id and not ns["metadata"].get("deletionTimestamp"):
+        if rid == run_id:
+            continue
+        namespaces.add(name_of(ns))
+        if not ns["metadata"].get("deletionTimestamp"):
             out.append(Leftover("namespace", name_of(ns), "", rid, _age(ns, now)))
-            namespaces.add(name_of(ns))
     for p in api.items("/api/v1/pods", sel):
         rid = labels_of(p).get(RUN_LABEL, "")
         ns = p["metadata"].get("namespace", "")
