@@ -395,10 +395,8 @@ def layer_params(layer: Layer) -> list[Any]:
 
 
 def probe_lines(probe: dict[str, Any]) -> list[tuple[str, bool]]:
-    """What the probe covered, what it left behind and how it ended: (line, is_warning)."""
+    """How the probe ended and what earlier runs left behind: (line, is_warning). Its scope is on the verdict line."""
     out: list[tuple[str, bool]] = []
-    if probe.get("scope"):
-        out.append((f"probe: {probe['scope']}", False))
     if probe.get("aborted"):
         out.append((f"gpu-conformance: probe {probe['aborted']}; report written as INCOMPLETE", True))
     elif probe.get("cleanup_error"):

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import subprocess
+import time
 
-from factory import healthy_snapshot, set_node_resource
+import pytest
+from factory import healthy_snapshot, node, set_node_resource
 
 from gpu_conformance import catalogue
+from gpu_conformance.checks.probe_checks import gpus_in_use, plan_probe, settled
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.errors import UsageError
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.probe import pod_manifest
-from gpu_conformance.probe_observations import PodObservation, ProbeObservations, ProbePlan
+from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan
 from gpu_conformance.probe_output import PROBE_SCRIPT, parse_probe_output
 from gpu_conformance.settings import Settings
 
@@ -155,3 +159,94 @@ def test_judge_taint_and_image_pull() -> None:
     assert "taint" in by_id(observed(pod=_pod(None, "Pending"), events=ev))["PRB-001"].message
     fs = by_id(observed(pod=_pod(N1, "Pending", {"reason": "ImagePullBackOff", "message": "x"})))
     assert [(k, f.status) for k, f in sorted(fs.items())] == [("PRB-001", Status.PASS), ("PRB-002", Status.FAIL)]
+
+
+def test_plan_probes_every_eligible_node_by_default_and_says_why_not_elsewhere() -> None:
+    snap = healthy_snapshot(gpu_nodes=4)
+    names = snap.gpu_node_names
+    node(snap, names[0])["spec"]["unschedulable"] = True
+    set_node_resource(snap, names[1], capacity=2, allocatable=2)
+    in_use = gpus_in_use([{"spec": {"nodeName": names[1], "containers": [
+        {"resources": {"limits": {"nvidia.com/gpu": "2"}}}]}, "status": {"phase": "Running"}},
+        # finished pods hold nothing
+        {"spec": {"nodeName": names[2], "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+         "status": {"phase": "Succeeded"}}])
+    plan = plan_probe(snap, Settings(run_id="r"), names, in_use)
+    assert plan.targets == names[2:]
+    assert plan.not_probed[names[0]].kind == NotProbed.CORDONED
+    assert plan.not_probed[names[1]].kind == NotProbed.BUSY and "all 2 nvidia.com/gpu in use" in \
+        plan.not_probed[names[1]].message
+    assert plan.scope == ("probed 2 of 4 GPU node(s) that passed the earlier layers; 1 cordoned, "
+                          "1 with all GPUs in use")
+    snap.probe = ProbeObservations(plan=plan)
+    fs = {f.node: f for f in judge(snap)["PRB-001"]}
+    assert fs[names[0]].status == fs[names[1]].status == Status.WARN
+    assert not any(f.evidence.get("transient") for f in fs.values())
+
+
+def test_plan_samples_a_count_or_a_selector_and_says_so() -> None:
+    snap = healthy_snapshot(gpu_nodes=5)
+    names = snap.gpu_node_names
+    plan = plan_probe(snap, Settings(run_id="r", probe_nodes="2"), names, {})
+    assert len(plan.targets) == 2 and plan.targets == plan_probe(snap, Settings(run_id="r", probe_nodes="2"),
+                                                                 names, {}).targets  # reproducible per run id
+    assert plan.scope.endswith("3 not sampled (--probe-nodes=2)")
+    node(snap, names[3])["metadata"]["labels"]["pool"] = "a"
+    plan = plan_probe(snap, Settings(run_id="r", probe_nodes="pool=a"), names, {})
+    assert plan.targets == [names[3]]
+    snap.probe = ProbeObservations(plan=plan)
+    assert {f.status for f in judge(snap)["PRB-001"]} == {Status.NA}
+    # Nothing left to probe: the layer did not run, and the verdict must not pretend it did.
+    plan = plan_probe(snap, Settings(run_id="r", probe_nodes="pool=none"), names, {})
+    snap.probe = ProbeObservations(plan=plan)
+    assert any(f.node is None and f.evidence.get("transient") for f in judge(snap)["PRB-001"])
+
+
+@pytest.mark.parametrize("value", ["0", "a in (b", "-3"])
+def test_probe_nodes_nonsense_is_a_usage_error(value: str) -> None:
+    with pytest.raises(UsageError, match="--probe-nodes"):
+        Settings(probe_nodes=value).validate()
+
+
+def test_create_container_error_is_settled_at_once_and_judged_with_its_message() -> None:
+    msg = "failed to inject CDI devices: unresolvable CDI devices nvidia.com/gpu=all"
+    pod = _pod(N1, "Pending", {"reason": "CreateContainerError", "message": msg})
+    assert settled(PodObservation(N1, "p", "nvidia.com/gpu", pod=pod), unschedulable_for=0)
+    assert not settled(PodObservation(N1, "p", "nvidia.com/gpu", pod=_pod(N1, "Pending")), unschedulable_for=0)
+    fs = by_id(observed(pod=pod))
+    assert fs["PRB-002"].status == Status.FAIL and msg in fs["PRB-002"].message
+    assert set(fs) == {"PRB-001", "PRB-002"}
+    # The same from a container that started and failed (restartPolicy Never: the pod is Failed)
+    fs = by_id(observed(pod=_pod(N1, "Failed", terminated={"reason": "StartError", "exitCode": 128,
+                                                           "message": "nvidia-container-cli: device error"})))
+    assert fs["PRB-002"].status == Status.FAIL and "device error" in fs["PRB-002"].message
+
+
+def test_interrupted_or_refused_probe_is_incomplete_never_a_failure() -> None:
+    snap = observed(pod=_pod(N1, "Pending"), aborted="interrupted by SIGTERM; probe namespace x deleted")
+    fs = judge(snap)
+    assert not any(f.status == Status.FAIL for f in sum(fs.values(), []))
+    assert any(f.node is None and f.evidence.get("transient") and "SIGTERM" in f.message for f in fs["PRB-001"])
+    snap = observed()
+    snap.probe.pods[N1] = PodObservation(N1, "p", "nvidia.com/gpu", refused="denied by policy x")
+    (f,) = judge(snap)["PRB-001"]
+    assert f.node is None and f.evidence["transient"] and "denied by policy x" in f.message
+
+
+def test_sigterm_raises_terminated_and_cleanup_is_not_cut_short() -> None:
+    import os
+    import signal
+
+    from gpu_conformance.signals import Terminated, install_sigterm, restore_sigterm, signals_deferred
+
+    install_sigterm()
+    try:
+        with pytest.raises(Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        with signals_deferred() as got:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+        assert got == [signal.SIGTERM]
+    finally:
+        restore_sigterm()
