@@ -48,6 +48,7 @@ CONCURRENCY = 16
 # The probe prints about 1 KB; a chatty or hostile image must not fill memory and reports.
 LOG_LIMIT_BYTES = 32 * 1024
 POLL_INTERVAL = 1.0
+PAGE_SIZE = 500
 # How long a lost API server (connection refused, reset, 5xx, 429) is retried before the run gives up
 # (exit 3), and how long cleanup keeps trying to delete what the run created.
 API_OUTAGE_BOUND = 30.0
@@ -273,9 +274,7 @@ class Probe:
             if not eligible:
                 obs.skipped = "no GPU node passed the earlier layers; nothing to probe"
                 return obs
-            pods = self.api.items("/api/v1/pods", [("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed")])
-            obs.plan = plan_probe(self.snap, self.settings, eligible, gpus_in_use(pods))
-            del pods
+            obs.plan = plan_probe(self.snap, self.settings, eligible, self._gpus_in_use())
             if not obs.plan.targets:
                 return obs
             obs.namespace, obs.mode = namespace or resolve_namespace(self.api, self.settings)
@@ -300,7 +299,23 @@ class Probe:
                 if obs.aborted:
                     obs.aborted = f"{obs.aborted}; {self.cleanup_sentence()}"
             obs.seconds = time.monotonic() - t0
+            obs.requests = self.api.requests
         return obs
+
+    def _gpus_in_use(self) -> dict[str, dict[str, int]]:
+        """GPUs requested per node by pods that hold them: every pod of the cluster, read a page at a time
+        so that memory stays bounded by the page, not by the cluster (9,000 pods at 1,000 nodes)."""
+        used: dict[str, dict[str, int]] = {}
+        query = [("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed"), ("limit", str(PAGE_SIZE))]
+        token = ""
+        while True:
+            page = self.api.json("GET", "/api/v1/pods", query + ([("continue", token)] if token else []))
+            for node, res in gpus_in_use(page.get("items") or []).items():
+                for k, v in res.items():
+                    used.setdefault(node, {})[k] = used.get(node, {}).get(k, 0) + v
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return used
 
     # ---- create ----------------------------------------------------------------------------
     def _ns_path(self) -> str:

@@ -121,11 +121,12 @@ class ProbeObservations:
     deleted: bool = False
     cleanup_error: str = ""
     seconds: float = 0.0
+    requests: int = 0  # API requests of the probe (polls list by label: not one per pod)
 
     def to_dict(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "mode": self.mode, "skipped": self.skipped, "aborted": self.aborted,
                 "scope": self.plan.scope, "deleted": self.deleted, "cleanup_error": self.cleanup_error,
-                "seconds": round(self.seconds, 2),
+                "seconds": round(self.seconds, 2), "requests": self.requests,
                 "not_probed": {n: {"reason": str(s.kind), "message": s.message}
                                for n, s in sorted(self.plan.not_probed.items())},
                 "leftovers": [lo.describe() for lo in self.leftovers],

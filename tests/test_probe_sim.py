@@ -257,8 +257,9 @@ def test_probe_logs_are_read_with_a_byte_bound_and_stored_once(sim: Any, tmp_pat
     assert len((tmp_path / "conformance.json").read_bytes()) < 3 * 2 * LOG_LIMIT_BYTES + 200_000
 
 
-def test_busy_and_cordoned_nodes_are_said_not_failed_and_sampling_is_plain(sim: Any, admin: Kube,
-                                                                           tmp_path: Path) -> None:
+def test_busy_and_cordoned_nodes_are_said_not_failed_and_sampling_is_plain(
+        sim: Any, admin: Kube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe_module, "PAGE_SIZE", 2)  # the busy pod is found across pages of the pod list
     admin.patch("Node", "gpu-node-0", {"spec": {"unschedulable": True}})
     alloc = admin.get("Node", "gpu-node-1")["status"]["allocatable"]["nvidia.com/gpu"]
     admin.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "training", "namespace": "default"},
