@@ -185,7 +185,11 @@ def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> d
 def resolve_namespace(api: ProbeApi, settings: Settings) -> tuple[str, str]:
     """(namespace, mode): the admin's namespace when named or present, else one of this run's own."""
     if settings.probe_namespace:
-        ns = api.get_or_none(f"/api/v1/namespaces/{settings.probe_namespace}")
+        try:
+            ns = api.get_or_none(f"/api/v1/namespaces/{settings.probe_namespace}")
+        except ProbeApiError as e:
+            raise ClusterAccessError(f"cannot get namespace {settings.probe_namespace} (--probe-namespace): "
+                                     f"{e.message}") from None
         if ns is None or ns.get("metadata", {}).get("deletionTimestamp"):
             raise UsageError(f"--probe-namespace {settings.probe_namespace} does not exist (create it as in "
                              "rbac.yaml, or leave the option out to let an admin run create its own)")
@@ -237,6 +241,15 @@ def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
     return sorted(out, key=lambda lo: -lo.age_seconds)
 
 
+def list_leftovers(conn: Connection, run_id: str) -> list[Leftover]:
+    """find_leftovers for a run: a warning's worth of information, so a refusal to list is not an error."""
+    try:
+        return find_leftovers(ProbeApi(conn), run_id)
+    except ProbeApiError as e:
+        log.debug("cannot list leftover probe objects: %s", e)
+        return []
+
+
 def delete_leftovers(api: ProbeApi, leftovers: list[Leftover]) -> list[str]:
     """Delete what find_leftovers found; returns one line per object that could not be deleted."""
     errors = []
@@ -259,18 +272,12 @@ class Probe:
         self.obs = ProbeObservations(run_id=settings.run_id, image=settings.probe_image)
 
     # ---- the run ---------------------------------------------------------------------------
-    def list_leftovers(self) -> None:
-        try:
-            self.obs.leftovers = find_leftovers(self.api, self.settings.run_id)
-        except ProbeApiError as e:
-            log.debug("cannot list leftover probe objects: %s", e)
 
     def run(self, eligible: list[str], namespace: tuple[str, str] | None = None) -> ProbeObservations:
         """Probe the eligible nodes once. Raises ClusterAccessError (API lost), KeyboardInterrupt (signals)."""
         t0 = time.monotonic()
         obs = self.obs
         try:
-            self.list_leftovers()
             if not eligible:
                 obs.skipped = "no GPU node passed the earlier layers; nothing to probe"
                 return obs

@@ -16,8 +16,8 @@ from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
 from gpu_conformance.model import LAYER_ORDER, Finding, Layer
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, DRIVER, DRIVER_COMPONENT_LABEL, POLICY_SWITCHES
-from gpu_conformance.probe import Probe, ProbeApi, required_permissions, resolve_namespace
-from gpu_conformance.probe_observations import ProbeObservations
+from gpu_conformance.probe import Probe, ProbeApi, list_leftovers, required_permissions, resolve_namespace
+from gpu_conformance.probe_observations import Leftover, ProbeObservations
 from gpu_conformance.run_result import RunResult
 from gpu_conformance.settings import Settings
 from gpu_conformance.targets import Target, open_target
@@ -63,6 +63,8 @@ class ConformanceRun:
         self.findings: list[Finding] = []
         self.probe_run: ProbeObservations | None = None
         self.probe_namespace: tuple[str, str] | None = None
+        # Probe objects of earlier runs (kill -9): listed by every run, whatever layers it selects.
+        self.leftovers: list[Leftover] = []
         # How the probe ended when it did not finish (interruption, lost API server): one line for the user.
         self.probe_cleanup = ""
         self._verdict: Verdict | None = None
@@ -87,6 +89,7 @@ class ConformanceRun:
             if missing:
                 raise ClusterAccessError("missing permissions for the probe: " + "; ".join(missing)
                                          + " (apply rbac.yaml, or pass --no-probe for a read-only run)")
+        self.leftovers = list_leftovers(self.conn, self.settings.run_id)
         if not self.settings.operator_namespace:
             self.settings.operator_namespace = snap.operator_namespace or None
         self.snapshot = snap
@@ -132,10 +135,10 @@ class ConformanceRun:
             return self.probe_run
         probe = Probe(self.conn, self.settings, self.snapshot)
         self.probe_run = self.snapshot.probe = probe.obs
+        probe.obs.leftovers = self.leftovers
         try:
             if self.settings.no_probe:
                 probe.obs.skipped = "probe disabled (--no-probe): strictly read-only run"
-                probe.list_leftovers()
             else:
                 pre = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names,
                              [layer for layer in LAYER_ORDER if layer != Layer.PROBE])
@@ -170,7 +173,8 @@ class ConformanceRun:
             checks=catalogue.all_checks(),
             findings=self.findings,
             verdict=self.verdict(),
-            probe=self.probe_run.to_dict() if self.probe_run else {"skipped": "probe layer not run", "pods": []},
+            probe=self.probe_run.to_dict() if self.probe_run else {
+                "skipped": "probe layer not run", "pods": [], "leftovers": [lo.describe() for lo in self.leftovers]},
             settings=settings,
         )
 
