@@ -13,13 +13,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from gpu_conformance.checks.common import operator_version
+from gpu_conformance.checks.device_plugin import effective_cdi
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.selectors import matches, parse_selector
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, gpu_resources, labels_of
 from gpu_conformance.errors import UsageError
 from gpu_conformance.model import CheckFunc, Finding, Layer, Status
-from gpu_conformance.operands import parse_version
 from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan, Skip
 from gpu_conformance.settings import Settings
 
@@ -45,12 +44,10 @@ def gpu_resource_for(node: dict) -> str:
 
 
 def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
+    """--expect-cdi, else the ClusterPolicy's CDI setting as DPL-007 reads it (one fact, one answer)."""
     if settings.expect_cdi in ("yes", "no"):
         return settings.expect_cdi == "yes"
-    enabled = snap.policy_spec("cdi", "enabled")
-    if enabled is not None:
-        return bool(enabled)
-    return parse_version(operator_version(snap) or "v99") >= (25, 10, 0)
+    return effective_cdi(snap)[0]
 
 
 def _quantity(value: Any) -> int:
