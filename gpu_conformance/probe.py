@@ -372,7 +372,9 @@ class Probe:
         deadline = time.monotonic() + self.settings.probe_timeout
         unschedulable_since: dict[str, float] = {}
         live = [p for p in obs.pods.values() if not p.refused]
+        polls = 0
         while live and not obs.aborted:
+            polls += 1
             ns = self.api.get_or_none(self._ns_path())
             if ns is None or ns.get("metadata", {}).get("deletionTimestamp"):
                 obs.aborted = f"the probe namespace {obs.namespace} was deleted by someone else while the " \
@@ -403,7 +405,8 @@ class Probe:
                 return
             if now >= deadline:
                 return  # the checks report the pods that did not finish
-            time.sleep(min(POLL_INTERVAL, max(0.0, deadline - now)))
+            # Quick first looks (a healthy pod is done in about a second), then once per POLL_INTERVAL.
+            time.sleep(min(POLL_INTERVAL * min(1.0, 0.25 * 2 ** (polls - 1)), max(0.0, deadline - now)))
 
     # ---- capture ---------------------------------------------------------------------------
     def _capture_logs(self) -> None:
