@@ -207,7 +207,7 @@ def _probe(config: pytest.Config, run: ConformanceRun) -> bool | None:
     """The probe runs once, before the tests that report it. Losing the cluster is one line and exit code 3;
     the tests still run and report INCOMPLETE (so every report says what happened)."""
     tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr:
+    if tr and not run.settings.no_probe:
         tr.write_line("")
         tr.write_line("gpu-conformance: probing the GPU nodes that passed the earlier layers ...")
     try:
