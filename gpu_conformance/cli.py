@@ -1,4 +1,5 @@
-"""`gpu-conformance`: the simulated cluster (sim up/down/profiles/faults), reports (report diff), the catalogue."""
+"""`gpu-conformance`: the simulated cluster (sim up/down/profiles/faults), reports (report diff), probe cleanup,
+the catalogue."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpu_conformance.errors import EXIT_USAGE, ConformanceError
+from gpu_conformance.errors import EXIT_CLUSTER_ACCESS, EXIT_USAGE, ConformanceError
 
 DEFAULT_STATE_DIR = Path(".gpu-conformance-sim")
 
@@ -74,6 +75,28 @@ def _rbac(a: argparse.Namespace) -> int:
     return 0
 
 
+def _probe_cleanup(a: argparse.Namespace) -> int:
+    """Delete probe namespaces and pods left by earlier runs (kill -9, a lost API server), found by label."""
+    from gpu_conformance.cluster.connect import connect
+    from gpu_conformance.probe import ProbeApi, delete_leftovers, find_leftovers
+
+    conn = connect(a.kubeconfig, a.context)
+    try:
+        api = ProbeApi(conn)
+        found = [lo for lo in find_leftovers(api) if lo.age_seconds >= a.older_than]
+        if not found:
+            print("no probe namespaces or pods left by earlier runs")
+            return 0
+        errors = [] if a.dry_run else delete_leftovers(api, found)
+        for lo in found:
+            print(f"{'would delete' if a.dry_run else 'deleted'} {lo.describe()}")
+        for e in errors:
+            print(f"gpu-conformance: not deleted: {e}", file=sys.stderr)
+        return EXIT_CLUSTER_ACCESS if errors else 0
+    finally:
+        conn.close()
+
+
 def _catalogue(a: argparse.Namespace) -> int:
     from gpu_conformance import catalogue
 
@@ -105,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("old")
     d.add_argument("new")
     d.set_defaults(func=_report_diff)
+    prb = sub.add_parser("probe", help="the probe's objects").add_subparsers(dest="probe_cmd", required=True)
+    clean = prb.add_parser("cleanup", help="delete probe namespaces and pods left by earlier runs (by label)")
+    clean.add_argument("--kubeconfig", default=None)
+    clean.add_argument("--context", default=None)
+    clean.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS",
+                       help="only what is at least this old (spares a run in progress)")
+    clean.add_argument("--dry-run", action="store_true", help="list, do not delete")
+    clean.set_defaults(func=_probe_cleanup)
     sub.add_parser("catalogue", help="print the table of checks (markdown)").set_defaults(func=_catalogue)
     sub.add_parser("rbac", help="print rbac.yaml (gpu-conformance rbac | kubectl apply -f -)").set_defaults(
         func=_rbac)

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +20,11 @@ from gpu_conformance.control_chars import printable
 from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.model import LAYER_ORDER, Layer, Status
 from gpu_conformance.settings import Settings, load_config_file
+from gpu_conformance.signals import install_sigterm, restore_sigterm
+from gpu_conformance.verdict import NOT_CONFORMANT
+
+if TYPE_CHECKING:
+    from gpu_conformance.session import ConformanceRun
 
 TARGETS = ("current", "sim")
 CONFORMANCE_MARK = "conformance"
@@ -27,13 +32,16 @@ HOW_TO_RUN = ("conformance checks need a cluster: run `pytest --cluster` (curren
               "or `pytest --cluster=sim` (built-in simulated GPU cluster)")
 _RUN_KEY = pytest.StashKey["ConformanceRun | None"]()
 _ERROR_KEY = pytest.StashKey["ConformanceError | None"]()
+# The probe lost the cluster after the read: the run still reports, then exits with this error's code.
+_PROBE_ERROR_KEY = pytest.StashKey["ConformanceError | None"]()
 
 # option name -> Settings field
 OPTIONS = {
     "kubeconfig": "kubeconfig", "context": "context", "operator_namespace": "operator_namespace",
     "gpu_node_selector": "gpu_node_selector", "expect_driver": "expect_driver", "expect_cdi": "expect_cdi",
     "probe_image": "probe_image", "probe_timeout": "probe_timeout", "no_probe": "no_probe",
-    "report_dir": "report_dir", "baseline": "baseline",
+    "report_dir": "report_dir", "baseline": "baseline", "probe_nodes": "probe_nodes",
+    "probe_namespace": "probe_namespace",
 }
 
 
@@ -52,6 +60,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--expect-cdi", default=None, help="auto|yes|no (default auto: as the ClusterPolicy says)")
     g.addoption("--probe-image", default=None, help="image of the probe pod (needs nvidia-smi via the driver)")
     g.addoption("--probe-timeout", default=None, help="seconds to wait for the probe (default 300)")
+    g.addoption("--probe-nodes", default=None,
+                help="which GPU nodes that passed the earlier layers get a probe pod: all (default), a number "
+                     "(random sample), or a label selector")
+    g.addoption("--probe-namespace", default=None,
+                help="existing namespace for the probe pods (rbac.yaml's least-privilege mode; default: "
+                     "gpu-conformance-probe if it exists, else a namespace of the run's own)")
     g.addoption("--no-probe", action="store_true", default=None, help="strictly read-only: create no probe pod")
     g.addoption("--report-dir", default=None, help="where reports go (default reports/)")
     g.addoption("--conformance-config", default=None, help="YAML file with the options above; the command "
@@ -88,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{layer}: conformance layer {layer}")
     config.stash[_RUN_KEY] = None
     config.stash[_ERROR_KEY] = None
+    config.stash[_PROBE_ERROR_KEY] = None
     target = config.getoption("cluster")
     if target is None:
         return
@@ -101,6 +116,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageError as e:
         raise _usage_error(config, str(e)) from None
     config._gpu_settings = settings  # type: ignore[attr-defined]
+    # SIGTERM (CI cancellation, `timeout`, a deleted Job) ends the run like Ctrl-C: cleanup and reports.
+    install_sigterm()
     report_dir = Path(settings.report_dir)
     # Every run writes all machine formats next to our own report unless the user chose otherwise.
     if getattr(config.option, "xmlpath", None) is None:
@@ -180,6 +197,29 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         else:
             print(f"gpu-conformance: {e}", file=sys.stderr)
         return True  # run no test; pytest_sessionfinish sets the exit code
+    install_sigterm()  # again: booting the simulated cluster installs a handler of its own
+    if Layer.PROBE in run.layers_selected:
+        return _probe(config, run)
+    return None
+
+
+def _probe(config: pytest.Config, run: ConformanceRun) -> bool | None:
+    """The probe runs once, before the tests that report it. Losing the cluster is one line and exit code 3;
+    the tests still run and report INCOMPLETE (so every report says what happened)."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr and not run.settings.no_probe:
+        tr.write_line("")
+        tr.write_line("gpu-conformance: probing the GPU nodes that passed the earlier layers ...")
+    try:
+        run.run_probe()
+    except ConformanceError as e:
+        config.stash[_PROBE_ERROR_KEY] = e
+        line = f"gpu-conformance: {e}" + (f" ({run.probe_cleanup})" if run.probe_cleanup and
+                                          run.probe_cleanup not in str(e) else "")
+        if tr:
+            tr.write_line(line, red=True, bold=True)
+        else:
+            print(line, file=sys.stderr)
     return None
 
 
@@ -305,18 +345,33 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 "interrupted before the cluster was read", config.option.xmlpath)
     finally:
         run.close()
+    probe_error = config.stash.get(_PROBE_ERROR_KEY, None)
+    result = getattr(config, "_gpu_result", None)
+    if probe_error is not None:
+        # The cluster was lost mid-probe: the reports say INCOMPLETE and why; the exit code says "unreachable".
+        session.exitstatus = probe_error.exit_code
+    elif result is not None and result.verdict.overall == NOT_CONFORMANT and session.exitstatus == pytest.ExitCode.OK:
+        # The exit code agrees with the verdict, also when the failing layer's tests were not selected (-m probe).
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    restore_sigterm()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     result = getattr(config, "_gpu_result", None)
     if result is None:
         return
+    from gpu_conformance.report.redact import redact_text
     from gpu_conformance.report.terminal import summary_lines
 
     terminalreporter.section("GPU Operator conformance")
     reports = getattr(config, "_gpu_reports", {})
     for line in summary_lines(result, reports):
         terminalreporter.write_line(line)
+    for line, warn in probe_lines(result.probe):
+        terminalreporter.write_line(redact_text(line), yellow=warn)
     baseline = config._gpu_settings.baseline  # type: ignore[attr-defined]
     if baseline:
         from gpu_conformance.report.diff import diff_runs, format_diff
@@ -337,3 +392,18 @@ def layer_params(layer: Layer) -> list[Any]:
     return [pytest.param(c.id, id=c.id, marks=[getattr(pytest.mark, str(layer)),
                                                 getattr(pytest.mark, CONFORMANCE_MARK)])
             for c in catalogue.checks_for(layer)]
+
+
+def probe_lines(probe: dict[str, Any]) -> list[tuple[str, bool]]:
+    """How the probe ended and what earlier runs left behind: (line, is_warning). Its scope is on the verdict line."""
+    out: list[tuple[str, bool]] = []
+    if probe.get("aborted"):
+        out.append((f"gpu-conformance: probe {probe['aborted']}; report written as INCOMPLETE", True))
+    elif probe.get("cleanup_error"):
+        out.append((f"warning: probe objects not deleted: {probe['cleanup_error']}", True))
+    left = probe.get("leftovers") or []
+    if left:
+        shown = "; ".join(left[:5]) + (f"; and {len(left) - 5} more" if len(left) > 5 else "")
+        out.append((f"warning: {len(left)} probe object(s) left by earlier runs: {shown} "
+                    "(delete them with `gpu-conformance probe cleanup`)", True))
+    return out

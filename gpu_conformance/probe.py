@@ -1,59 +1,155 @@
 """The probe: the suite's only writes. A pod per target node that requests a GPU with no runtimeClassName.
 
-Everything it creates lives in one namespace of its own, labelled with the run id, and is deleted in a
-`finally` (so also on timeout, errors and Ctrl-C), after its logs and events were captured.
+This module only creates, waits, captures and deletes; `checks/probe_checks.py` decides which nodes to
+probe and judges what was captured. Two namespace modes:
+- shared: a namespace an admin created once (rbac.yaml's `gpu-conformance-probe`, or --probe-namespace)
+  with a namespaced Role; runs are kept apart by the run-id label on their pods, which are deleted by it.
+- own: a namespace `gpu-conformance-probe-<run-id>` created and deleted by this run (needs cluster-wide
+  create/delete of namespaces: for admins).
+Cleanup runs in a `finally` (errors, timeout, Ctrl-C, SIGTERM via gpu_conformance.signals) and is not cut
+short by a second signal. Transient API errors are retried within a bound, so an API-server restart
+mid-probe neither fails the run nor leaks its pods.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import json
+import logging
+import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+import urllib3
+from kubernetes.client.exceptions import ApiException
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
+from gpu_conformance.checks.probe_checks import gpu_resource_for, gpus_in_use, plan_probe, settled, unschedulable
 from gpu_conformance.cluster.connect import Connection, raw_request
-from gpu_conformance.cluster.reader import ClusterReader
-from gpu_conformance.cluster.snapshot import ClusterSnapshot, gpu_resources, name_of
-from gpu_conformance.errors import ConformanceError
-from gpu_conformance.model import Finding, Status
-from gpu_conformance.operands import parse_version
-from gpu_conformance.probe_output import PROBE_SCRIPT, ProbeOutput, parse_probe_output
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.errors import ClusterAccessError, UsageError
+from gpu_conformance.probe_observations import Leftover, PodObservation, ProbeObservations
+from gpu_conformance.probe_output import PROBE_SCRIPT
 from gpu_conformance.settings import Settings
+from gpu_conformance.signals import interruption, signals_deferred
+
+log = logging.getLogger("gpu_conformance.probe")
 
 RUN_LABEL = "gpu-conformance.nvidia.com/run-id"
+NODE_LABEL = "gpu-conformance.nvidia.com/node"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpu-operator-conformance")
+# Created once by the admin with rbac.yaml; used when it exists (or named by --probe-namespace).
+SHARED_NAMESPACE = "gpu-conformance-probe"
 CONTAINER = "gpu-probe"
-PULL_FAILURES = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull")
-# After the scheduler has said no this long, waiting more only delays the report.
-UNSCHEDULABLE_GRACE = 8.0
-MAX_PROBE_NODES = 16
+# Pods created and logs read at once: enough for 1,000 nodes in seconds, gentle on the API server.
+CONCURRENCY = 16
+# The probe prints about 1 KB; a chatty or hostile image must not fill memory and reports.
+LOG_LIMIT_BYTES = 32 * 1024
+POLL_INTERVAL = 1.0
+PAGE_SIZE = 500
+# How long a lost API server (connection refused, reset, 5xx, 429) is retried before the run gives up
+# (exit 3), and how long cleanup keeps trying to delete what the run created.
+API_OUTAGE_BOUND = 30.0
+CLEANUP_BOUND = 60.0
+REQUEST_TIMEOUT = (5, 30)
 
 
-@dataclass
-class ProbeRun:
-    findings: list[Finding] = field(default_factory=list)
-    pods: list[dict[str, Any]] = field(default_factory=list)
-    namespace: str = ""
-    skipped: str = ""
-    deleted: bool = False
+class ProbeApiError(Exception):
+    """An HTTP error answer, with its status and the API's own message (e.g. an admission policy's)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "skipped": self.skipped, "deleted": self.deleted, "pods": self.pods}
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
 
 
-def probe_namespace(run_id: str) -> str:
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status in (429, 500, 502, 503, 504)
+    return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
+
+
+_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)')
+_POD_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
+
+
+def _status_message(e: ApiException) -> str:
+    """The Status object's message (the body may be cut short), without the per-pod 'pods "x" is forbidden: '."""
+    body = str(e.body or "")
+    m = _MESSAGE.search(body)
+    if not m:
+        return body[:500] or str(e.reason)
+    try:
+        text = json.loads(f'"{m.group(1)}"')
+    except ValueError:
+        text = m.group(1)
+    return _POD_PREFIX.sub("", text)
+
+
+def _unreachable_reason(e: BaseException) -> str:
+    from gpu_conformance.cluster.reader import _root_reason
+
+    return _root_reason(e)
+
+
+class ProbeApi:
+    """Raw requests with transient errors retried for up to `bound` seconds."""
+
+    def __init__(self, conn: Connection, bound: float | None = None) -> None:
+        self.conn = conn
+        self.bound = API_OUTAGE_BOUND if bound is None else bound
+        self.requests = 0
+
+    def request(self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None,
+                bound: float | None = None, retry_http: bool = True) -> bytes:
+        limit = self.bound if bound is None else bound
+
+        def retryable(e: BaseException) -> bool:
+            return _transient(e) and (retry_http or not isinstance(e, ApiException))
+
+        retrying = Retrying(retry=retry_if_exception(retryable), stop=stop_after_delay(limit),
+                            wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt:
+                    self.requests += 1
+                    return raw_request(self.conn.api, method, path, query, body, timeout=REQUEST_TIMEOUT)
+        except ApiException as e:
+            if _transient(e) and retry_http:
+                raise ClusterAccessError(f"the API server at {self.conn.server} kept failing for {limit:g}s "
+                                         f"during the probe: HTTP {e.status} {e.reason}") from None
+            raise ProbeApiError(e.status or 0, _status_message(e)) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise ClusterAccessError(f"cannot reach the API server at {self.conn.server} (retried for "
+                                     f"{limit:g}s during the probe): {_unreachable_reason(e)}") from None
+        raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
+
+    def json(self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None,
+             **kw: Any) -> Any:
+        data = self.request(method, path, query, body, **kw)
+        return json.loads(data) if data else {}
+
+    def items(self, path: str, query: list[tuple[str, str]] | None = None, **kw: Any) -> list[dict]:
+        return self.json("GET", path, query, **kw).get("items") or []
+
+    def get_or_none(self, path: str) -> dict | None:
+        try:
+            return self.json("GET", path)
+        except ProbeApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+
+def own_namespace(run_id: str) -> str:
     return f"gpu-conformance-probe-{run_id}"[:63].rstrip("-")
 
 
-def gpu_resource_for(node: dict) -> str:
-    """The resource a workload asks for on this node: nvidia.com/gpu, else what the plugin renamed it to."""
-    res = gpu_resources(node, "allocatable") or gpu_resources(node, "capacity")
-    if "nvidia.com/gpu" in res or not res:
-        return "nvidia.com/gpu"
-    return sorted(res)[0]
+def pod_name(run_id: str, node: str) -> str:
+    # The run id keeps runs apart in a shared namespace; the node hash keeps names short and valid.
+    return f"gpu-probe-{run_id}-{hashlib.sha1(node.encode()).hexdigest()[:8]}"[:63].rstrip("-")
 
 
 def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> dict[str, Any]:
@@ -63,8 +159,8 @@ def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> d
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"gpu-probe-{suffix}",
-            "labels": {RUN_LABEL: run_id, MANAGED_BY[0]: MANAGED_BY[1], "gpu-conformance.nvidia.com/node": suffix},
+            "name": pod_name(run_id, node),
+            "labels": {RUN_LABEL: run_id, MANAGED_BY[0]: MANAGED_BY[1], NODE_LABEL: suffix},
             "annotations": {"gpu-conformance.nvidia.com/target-node": node},
         },
         "spec": {
@@ -86,214 +182,278 @@ def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> d
     }
 
 
-def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
-    if settings.expect_cdi in ("yes", "no"):
-        return settings.expect_cdi == "yes"
-    enabled = snap.policy_spec("cdi", "enabled")
-    if enabled is not None:
-        return bool(enabled)
-    from gpu_conformance.checks.common import operator_version
+def resolve_namespace(api: ProbeApi, settings: Settings) -> tuple[str, str]:
+    """(namespace, mode): the admin's namespace when named or present, else one of this run's own."""
+    if settings.probe_namespace:
+        try:
+            ns = api.get_or_none(f"/api/v1/namespaces/{settings.probe_namespace}")
+        except ProbeApiError as e:
+            raise ClusterAccessError(f"cannot get namespace {settings.probe_namespace} (--probe-namespace): "
+                                     f"{e.message}") from None
+        if ns is None or ns.get("metadata", {}).get("deletionTimestamp"):
+            raise UsageError(f"--probe-namespace {settings.probe_namespace} does not exist (create it as in "
+                             "rbac.yaml, or leave the option out to let an admin run create its own)")
+        return settings.probe_namespace, "shared"
+    try:
+        ns = api.get_or_none(f"/api/v1/namespaces/{SHARED_NAMESPACE}")
+    except ProbeApiError:
+        ns = None  # not allowed to look: fall back to our own namespace, whose permissions are checked next
+    if ns is not None and not ns.get("metadata", {}).get("deletionTimestamp"):
+        return SHARED_NAMESPACE, "shared"
+    return own_namespace(settings.run_id), "own"
 
-    return parse_version(operator_version(snap) or "v99") >= (25, 10, 0)
+
+def required_permissions(namespace: str, mode: str) -> list[tuple[str, str, str, str]]:
+    """(verb, group, resource, namespace) the probe needs in this mode (SelfSubjectAccessReview)."""
+    pods = [("create", "", "pods", namespace), ("list", "", "pods", namespace),
+            ("get", "", "pods/log", namespace), ("list", "", "events", namespace)]
+    if mode == "shared":
+        return [*pods, ("deletecollection", "", "pods", namespace)]
+    return [("create", "", "namespaces", ""), ("delete", "", "namespaces", ""), *pods]
 
 
-def poll_until(condition: Callable[[], bool], timeout: float, interval: float) -> bool:
-    """Call condition until it is true or the time is up; returns its last answer."""
-    retrying = Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(interval),
-                        retry=retry_if_result(lambda ok: not ok),
-                        retry_error_callback=lambda state: state.outcome.result() if state.outcome else False)
-    return bool(retrying(condition))
+def _age(obj: dict, now: dt.datetime) -> float:
+    ts = obj.get("metadata", {}).get("creationTimestamp")
+    try:
+        return (now - dt.datetime.fromisoformat(str(ts).replace("Z", "+00:00"))).total_seconds()
+    except ValueError:
+        return 0.0
+
+
+def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
+    """Probe namespaces and pods of other runs (a kill -9, a lost node), found by the probe's run-id label."""
+    now = dt.datetime.now(dt.UTC)
+    sel = [("labelSelector", RUN_LABEL)]
+    out: list[Leftover] = []
+    namespaces = set()  # listed already, or being deleted (their pods go with them)
+    for ns in api.items("/api/v1/namespaces", sel):
+        rid = labels_of(ns).get(RUN_LABEL, "")
+        if rid == run_id:
+            continue
+        namespaces.add(name_of(ns))
+        if not ns["metadata"].get("deletionTimestamp"):
+            out.append(Leftover("namespace", name_of(ns), "", rid, _age(ns, now)))
+    for p in api.items("/api/v1/pods", sel):
+        rid = labels_of(p).get(RUN_LABEL, "")
+        ns = p["metadata"].get("namespace", "")
+        if rid != run_id and ns not in namespaces and not p["metadata"].get("deletionTimestamp"):
+            out.append(Leftover("pod", name_of(p), ns, rid, _age(p, now)))
+    return sorted(out, key=lambda lo: -lo.age_seconds)
+
+
+def list_leftovers(conn: Connection, run_id: str) -> list[Leftover]:
+    """find_leftovers for a run: a warning's worth of information, so a refusal to list is not an error."""
+    try:
+        return find_leftovers(ProbeApi(conn), run_id)
+    except ProbeApiError as e:
+        log.debug("cannot list leftover probe objects: %s", e)
+        return []
+
+
+def delete_leftovers(api: ProbeApi, leftovers: list[Leftover]) -> list[str]:
+    """Delete what find_leftovers found; returns one line per object that could not be deleted."""
+    errors = []
+    for lo in leftovers:
+        path = (f"/api/v1/namespaces/{lo.name}" if lo.kind == "namespace"
+                else f"/api/v1/namespaces/{lo.namespace}/pods/{lo.name}")
+        try:
+            api.request("DELETE", path, body={"propagationPolicy": "Background", "gracePeriodSeconds": 0})
+        except ProbeApiError as e:
+            if e.status != 404:
+                errors.append(f"{lo.describe()}: {e.message}")
+    return errors
 
 
 class Probe:
     def __init__(self, conn: Connection, settings: Settings, snap: ClusterSnapshot) -> None:
-        self.reader = ClusterReader(conn)
+        self.api = ProbeApi(conn)
         self.settings = settings
         self.snap = snap
-        self.ns = probe_namespace(settings.run_id)
+        self.obs = ProbeObservations(run_id=settings.run_id, image=settings.probe_image)
 
-    def run(self, nodes: list[str]) -> ProbeRun:
-        result = ProbeRun(namespace=self.ns)
-        if not nodes:
-            result.skipped = "no GPU node is free of earlier-layer failures; nothing to probe"
-            return result
-        targets = nodes[:MAX_PROBE_NODES]
-        for n in nodes[MAX_PROBE_NODES:]:
-            result.findings.append(Finding(Status.NA, f"not probed (only the first {MAX_PROBE_NODES} "
-                                                                 "healthy GPU nodes are)", node=n, check_id="PRB-001"))
+    # ---- the run ---------------------------------------------------------------------------
+
+    def run(self, eligible: list[str], namespace: tuple[str, str] | None = None) -> ProbeObservations:
+        """Probe the eligible nodes once. Raises ClusterAccessError (API lost), KeyboardInterrupt (signals)."""
+        t0 = time.monotonic()
+        obs = self.obs
         try:
-            self._create_namespace()
-            manifests = {}
-            for n in targets:
-                node = self.snap.node_by_name[n]
-                m = pod_manifest(self.settings.run_id, n, gpu_resource_for(node), self.settings)
-                manifests[name_of(m)] = (n, m)
-                self.reader.call("POST", f"/api/v1/namespaces/{self.ns}/pods", body=m,
-                                 what=f"create pods in namespace {self.ns}")
-            pods, events = self._wait(set(manifests))
-            for pod_name, (n, m) in manifests.items():
-                pod = pods.get(pod_name, {})
-                evs = [f"{e.get('reason')}: {e.get('message')}" for e in events
-                       if e.get("involvedObject", {}).get("name") == pod_name]
-                logs = self._logs(pod_name) if pod.get("status", {}).get("phase") in ("Succeeded", "Failed",
-                                                                                        "Running") else ""
-                parsed = parse_probe_output(logs)
-                result.pods.append({"name": pod_name, "node": n, "phase": pod.get("status", {}).get("phase", "?"),
-                                    "image": self.settings.probe_image,
-                                    "resource": next(iter(m["spec"]["containers"][0]["resources"]["limits"])),
-                                    "events": evs, "logs": logs, "output": logs,
-                                    "gpus_seen": parsed.gpus, "visible_devices": parsed.visible_devices,
-                                    "cdi": parsed.injected_by_cdi})
-                result.findings.extend(self.judge(n, pod, evs, parsed))
+            if not eligible:
+                obs.skipped = "no GPU node passed the earlier layers; nothing to probe"
+                return obs
+            obs.plan = plan_probe(self.snap, self.settings, eligible, self._gpus_in_use())
+            if not obs.plan.targets:
+                return obs
+            obs.namespace, obs.mode = namespace or resolve_namespace(self.api, self.settings)
+            for n in obs.plan.targets:
+                res = gpu_resource_for(self.snap.node_by_name[n])
+                obs.pods[n] = PodObservation(node=n, name=pod_name(self.settings.run_id, n), resource=res)
+            if obs.mode == "own":
+                self._create_namespace()
+            self._create_pods()
+            self._wait()
+            self._capture_logs()
+        except KeyboardInterrupt as e:
+            obs.aborted = obs.aborted or interruption(e)
+            raise
+        except ClusterAccessError as e:
+            obs.aborted = obs.aborted or str(e)
+            raise
         finally:
-            result.deleted = self._delete_namespace()
-        return result
+            if obs.namespace:
+                with signals_deferred():
+                    self._cleanup()
+                if obs.aborted:
+                    obs.aborted = f"{obs.aborted}; {self.cleanup_sentence()}"
+            obs.seconds = time.monotonic() - t0
+            obs.requests = self.api.requests
+        return obs
 
-    # ---- judging (pure given the observations) --------------------------------------------
-    def judge(self, node: str, pod: dict, events: list[str], out: ProbeOutput) -> list[Finding]:
-        phase = pod.get("status", {}).get("phase", "")
-        want = self.settings.probe_gpus
-        pod_name = name_of(pod) or "<probe pod>"
-        kubectl = f"kubectl -n {self.ns} describe pod {pod_name}"
-        f: list[Finding] = []
-        if not pod.get("spec", {}).get("nodeName"):
-            reason = next((e for e in events if e.startswith("FailedScheduling")), "")
-            f.append(Finding(Status.FAIL, self._unschedulable_message(node, reason or "not scheduled"),
-                             node=node, evidence={"pod": pod_name, "phase": phase or "Pending", "events": events},
-                             kubectl=kubectl, check_id="PRB-001"))
-            return f
-        f.append(Finding(Status.PASS, f"scheduled on {node}", node=node, evidence={"pod": pod_name},
-                         check_id="PRB-001"))
-        waiting = [cs.get("state", {}).get("waiting", {}) for cs in pod.get("status", {}).get("containerStatuses")
-                   or []]
-        pull = next((w for w in waiting if w.get("reason") in PULL_FAILURES), None)
-        if pull:
-            f.append(Finding(Status.FAIL,
-                             f"probe image {self.settings.probe_image} cannot be pulled ({pull.get('reason')}): "
-                             f"{pull.get('message', '')}".rstrip(": "),
-                             node=node, evidence={"pod": pod_name, "waiting": pull, "events": events}, kubectl=kubectl,
-                             check_id="PRB-002"))
-            return f
-        if phase not in ("Succeeded", "Failed"):
-            f.append(Finding(Status.FAIL,
-                             f"probe did not finish within --probe-timeout {self.settings.probe_timeout:g}s "
-                             f"(phase {phase or '?'})", node=node,
-                             evidence={"pod": pod_name, "status": pod.get("status", {}), "events": events},
-                             kubectl=kubectl, check_id="PRB-002"))
-            return f
-        f.append(Finding(Status.PASS, f"probe container ran ({phase})", node=node, check_id="PRB-002"))
-        logs_cmd = f"kubectl -n {self.ns} logs {pod_name}"
-        ev = {"pod": pod_name, "phase": phase, "gpus_seen": out.gpus, "nvidia_smi_rc": out.smi_rc,
-              "requested": want}
-        if out.smi_rc != 0 or out.gpu_count == 0:
-            why = out.smi_error or (f"exit code {out.smi_rc}" if out.smi_rc is not None else "no output")
-            f.append(Finding(Status.FAIL,
-                             f"nvidia-smi -L in a pod with {want} GPU requested failed: {why}",
-                             node=node, evidence=ev, kubectl=logs_cmd, check_id="PRB-003"))
-        elif out.gpu_count < want:
-            f.append(Finding(Status.FAIL,
-                             f"the pod sees {out.gpu_count} GPU(s) but requested {want}", node=node, evidence=ev,
-                             kubectl=logs_cmd, check_id="PRB-003"))
-        else:
-            f.append(Finding(Status.PASS, f"nvidia-smi lists {out.gpu_count} GPU(s): "
-                             + "; ".join(out.gpus[:4]), node=node, evidence=ev, check_id="PRB-003"))
-        cdi = cdi_expected(self.snap, self.settings)
-        ev4 = {"NVIDIA_VISIBLE_DEVICES": out.visible_devices, "devices": out.devices, "cdi_expected": cdi}
-        if out.gpu_count == 0:
-            f.append(Finding(Status.FAIL, "no GPU was injected into the probe container "
-                             "(no runtimeClassName was set, as for any ordinary workload)",
-                             node=node, evidence=ev4, kubectl=logs_cmd, check_id="PRB-004"))
-        elif cdi and not out.injected_by_cdi:
-            f.append(Finding(Status.FAIL,
-                             f"CDI expected but NVIDIA_VISIBLE_DEVICES={out.visible_devices!s} (CDI injection "
-                             "leaves 'void') — the GPU came by the legacy env-var path", node=node,
-                             evidence=ev4, kubectl=logs_cmd, check_id="PRB-004"))
-        elif not out.has_device_nodes:
-            f.append(Finding(Status.FAIL, "no /dev/nvidiaN device node in the container", node=node,
-                             evidence=ev4, kubectl=logs_cmd, check_id="PRB-004"))
-        else:
-            how = "CDI (NVIDIA_VISIBLE_DEVICES=void, /dev/nvidia* present)" if out.injected_by_cdi else \
-                f"the nvidia runtime (NVIDIA_VISIBLE_DEVICES={out.visible_devices})"
-            f.append(Finding(Status.PASS, f"GPU injected by {how} without runtimeClassName",
-                             node=node, evidence=ev4, check_id="PRB-004"))
-        return f
+    def _gpus_in_use(self) -> dict[str, dict[str, int]]:
+        """GPUs requested per node by pods that hold them: every pod of the cluster, read a page at a time
+        so that memory stays bounded by the page, not by the cluster (9,000 pods at 1,000 nodes)."""
+        used: dict[str, dict[str, int]] = {}
+        query = [("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed"), ("limit", str(PAGE_SIZE))]
+        token = ""
+        while True:
+            page = self.api.json("GET", "/api/v1/pods", query + ([("continue", token)] if token else []))
+            for node, res in gpus_in_use(page.get("items") or []).items():
+                for k, v in res.items():
+                    used.setdefault(node, {})[k] = used.get(node, {}).get(k, 0) + v
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return used
 
-    def _unschedulable_message(self, node: str, event: str) -> str:
-        n = self.snap.node_by_name.get(node, {})
-        res = gpu_resource_for(n)
-        alloc = (n.get("status", {}).get("allocatable") or {}).get(res)
-        if f"Insufficient {res}" in event:
-            if not alloc or alloc == "0":
-                cause = f"{node} advertises no allocatable {res} (device plugin / unhealthy devices)"
-            else:
-                cause = f"all {alloc} {res} on {node} are allocated to other pods"
-            return f"probe Pending: {event.removeprefix('FailedScheduling: ')} — {cause}"
-        if "taint" in event:
-            return f"probe Pending: {event.removeprefix('FailedScheduling: ')} — the GPU node carries a taint " \
-                   "ordinary GPU workloads do not tolerate"
-        return f"probe Pending on {node}: {event.removeprefix('FailedScheduling: ')}"
+    # ---- create ----------------------------------------------------------------------------
+    def _ns_path(self) -> str:
+        return f"/api/v1/namespaces/{self.obs.namespace}"
 
-    # ---- API -----------------------------------------------------------------------------
     def _create_namespace(self) -> None:
         body = {"apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": self.ns,
+                "metadata": {"name": self.obs.namespace,
                              "labels": {RUN_LABEL: self.settings.run_id, MANAGED_BY[0]: MANAGED_BY[1]}}}
-        self.reader.call("POST", "/api/v1/namespaces", body=body, what="create namespaces")
+        self._write("POST", "/api/v1/namespaces", body, what="create namespaces")
         # Pods are rejected until the namespace's default ServiceAccount exists (a short race after creation).
-        def sa_ready() -> bool:
-            return any(name_of(s) == "default"
-                       for s in self.reader.list_raw_path(f"/api/v1/namespaces/{self.ns}/serviceaccounts"))
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            if self.api.get_or_none(f"{self._ns_path()}/serviceaccounts/default") is not None:
+                return
+            time.sleep(0.3)
 
-        # If it never appears, pod creation will say what is wrong.
-        poll_until(sa_ready, timeout=20, interval=0.3)
+    def _write(self, method: str, path: str, body: Any, what: str) -> Any:
+        try:
+            return self.api.json(method, path, body=body)
+        except ProbeApiError as e:
+            if e.status in (401, 403) and "cannot" in e.message:
+                raise ClusterAccessError(f"403 Forbidden: {self.api.conn.user or 'this user'} cannot {what} "
+                                         f"(apply rbac.yaml, or pass --no-probe)") from None
+            raise
 
-    def _wait(self, names: set[str]) -> tuple[dict[str, dict], list[dict]]:
+    def _create_pods(self) -> None:
+        def create(p: PodObservation) -> None:
+            body = pod_manifest(self.settings.run_id, p.node, p.resource, self.settings)
+            try:
+                self._write("POST", f"{self._ns_path()}/pods", body, what=f"create pods in {self.obs.namespace}")
+            except ProbeApiError as e:
+                if e.status == 409:
+                    return  # a retried create whose first attempt went through
+                if e.status == 404:
+                    self.obs.aborted = f"the probe namespace {self.obs.namespace} was deleted by someone else"
+                    return
+                # Admission webhooks, ValidatingAdmissionPolicies, quotas: their own words, once per pod.
+                p.refused = e.message
+
+        with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+            list(pool.map(create, self.obs.pods.values()))
+
+    # ---- wait ------------------------------------------------------------------------------
+    def _wait(self) -> None:
+        obs = self.obs
         deadline = time.monotonic() + self.settings.probe_timeout
         unschedulable_since: dict[str, float] = {}
-        pods: dict[str, dict] = {}
-        events: list[dict] = []
-
-        def done() -> bool:
-            nonlocal pods, events
-            pods = {name_of(p): p for p in self.reader.list_raw_path(f"/api/v1/namespaces/{self.ns}/pods")}
-            events = self.reader.list_raw_path(f"/api/v1/namespaces/{self.ns}/events")
+        live = [p for p in obs.pods.values() if not p.refused]
+        polls = 0
+        while live and not obs.aborted:
+            polls += 1
+            ns = self.api.get_or_none(self._ns_path())
+            if ns is None or ns.get("metadata", {}).get("deletionTimestamp"):
+                obs.aborted = f"the probe namespace {obs.namespace} was deleted by someone else while the " \
+                              "probe pods ran"
+                return
+            pods = {name_of(p): p for p in self.api.items(
+                f"{self._ns_path()}/pods", [("labelSelector", f"{RUN_LABEL}={self.settings.run_id}")])}
+            events = self.api.items(f"{self._ns_path()}/events", [("fieldSelector", "involvedObject.kind=Pod")])
+            by_pod: dict[str, list[dict]] = {}
+            for e in events:
+                by_pod.setdefault(e.get("involvedObject", {}).get("name", ""), []).append(e)
             now = time.monotonic()
-            finished = 0
-            for n in names:
-                p = pods.get(n, {})
-                st = p.get("status", {})
-                if st.get("phase") in ("Succeeded", "Failed"):
-                    finished += 1
+            for p in live:
+                if p.gone:
                     continue
-                waiting = [cs.get("state", {}).get("waiting", {}).get("reason")
-                           for cs in st.get("containerStatuses") or []]
-                if any(w in PULL_FAILURES for w in waiting):
-                    finished += 1
+                p.events = sorted(by_pod.get(p.name, []), key=lambda e: str(e.get("lastTimestamp") or
+                                                                            e.get("eventTime") or ""))
+                current = pods.get(p.name)
+                if current is None:
+                    p.gone = f"probe pod {p.name} was deleted by someone else before it finished"
                     continue
-                unsched = any(c.get("type") == "PodScheduled" and c.get("status") == "False"
-                              for c in st.get("conditions") or [])
-                if unsched:
-                    first = unschedulable_since.setdefault(n, now)
-                    if now - first >= UNSCHEDULABLE_GRACE:
-                        finished += 1
-            return finished == len(names)
+                p.pod = current
+                if current["metadata"].get("deletionTimestamp") and p.phase not in ("Succeeded", "Failed"):
+                    p.gone = f"probe pod {p.name} is being deleted by someone else before it finished"
+                if unschedulable(current):
+                    unschedulable_since.setdefault(p.name, now)
+            if all(settled(p, now - unschedulable_since.get(p.name, now)) for p in live):
+                return
+            if now >= deadline:
+                return  # the checks report the pods that did not finish
+            # Quick first looks (a healthy pod is done in about a second), then once per POLL_INTERVAL.
+            time.sleep(min(POLL_INTERVAL * min(1.0, 0.25 * 2 ** (polls - 1)), max(0.0, deadline - now)))
 
-        # On timeout judge() reports the pods that did not finish.
-        poll_until(done, timeout=max(0.0, deadline - time.monotonic()), interval=1.0)
-        return pods, events
+    # ---- capture ---------------------------------------------------------------------------
+    def _capture_logs(self) -> None:
+        wanted = [p for p in self.obs.pods.values()
+                  if not p.gone and p.phase in ("Succeeded", "Failed", "Running")]
 
-    def _logs(self, pod: str) -> str:
+        def fetch(p: PodObservation) -> None:
+            try:
+                # limitBytes: the API server stops reading there; the rest never reaches memory or a report.
+                data = self.api.request("GET", f"{self._ns_path()}/pods/{p.name}/log",
+                                        [("container", CONTAINER), ("limitBytes", str(LOG_LIMIT_BYTES))],
+                                        retry_http=False)
+                p.logs = data.decode("utf-8", "replace")
+                p.logs_truncated = len(data) >= LOG_LIMIT_BYTES
+            except ProbeApiError as e:
+                if e.status == 404:
+                    p.gone = f"probe pod {p.name} was deleted by someone else before its log was read"
+                else:
+                    p.logs_error = f"log unavailable: {e.message}"
+
+        with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+            list(pool.map(fetch, wanted))
+
+    # ---- delete ----------------------------------------------------------------------------
+    def _cleanup(self) -> None:
+        obs = self.obs
+        cleaner = ProbeApi(self.api.conn, bound=CLEANUP_BOUND)
         try:
-            data = raw_request(self.reader.conn.api, "GET", f"/api/v1/namespaces/{self.ns}/pods/{pod}/log",
-                               [("container", CONTAINER)], timeout=(5, 30))
-            return data.decode("utf-8", "replace")
-        except Exception as e:  # noqa: BLE001 — logs are evidence; their absence is reported, not raised
-            return f"<logs unavailable: {getattr(e, 'reason', e)}>"
+            if obs.mode == "own":
+                cleaner.request("DELETE", self._ns_path(), body={"propagationPolicy": "Background"})
+            else:
+                cleaner.request("DELETE", f"{self._ns_path()}/pods",
+                                [("labelSelector", f"{RUN_LABEL}={self.settings.run_id}"),
+                                 ("gracePeriodSeconds", "0")])
+            obs.deleted = True
+        except ProbeApiError as e:
+            obs.deleted = e.status == 404  # already gone counts as deleted
+            if not obs.deleted:
+                obs.cleanup_error = e.message
+        except ClusterAccessError as e:
+            obs.cleanup_error = f"{e}; delete them with `gpu-conformance probe cleanup`"
+        what = f"namespace {obs.namespace}" if obs.mode == "own" else f"pods of run {obs.run_id} in {obs.namespace}"
+        log.debug("probe cleanup: %s %s", what, "deleted" if obs.deleted else f"NOT deleted: {obs.cleanup_error}")
 
-    def _delete_namespace(self) -> bool:
-        try:
-            self.reader.call("DELETE", f"/api/v1/namespaces/{self.ns}", body={"propagationPolicy": "Background"},
-                             what=f"delete namespace {self.ns}")
-            return True
-        except ConformanceError as e:
-            return "404" in str(e)  # already gone counts as deleted
+    def cleanup_sentence(self) -> str:
+        obs = self.obs
+        what = (f"probe namespace {obs.namespace}" if obs.mode == "own"
+                else f"probe pods of run {obs.run_id} in namespace {obs.namespace}")
+        return f"{what} deleted" if obs.deleted else f"{what} NOT deleted ({obs.cleanup_error})"
+

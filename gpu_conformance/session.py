@@ -14,9 +14,10 @@ from gpu_conformance.cluster.connect import Connection, connect
 from gpu_conformance.cluster.reader import read_snapshot
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
-from gpu_conformance.model import LAYER_ORDER, Finding, Layer, Status
+from gpu_conformance.model import LAYER_ORDER, Finding, Layer
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, DRIVER, DRIVER_COMPONENT_LABEL, POLICY_SWITCHES
-from gpu_conformance.probe import Probe, ProbeRun
+from gpu_conformance.probe import Probe, ProbeApi, list_leftovers, required_permissions, resolve_namespace
+from gpu_conformance.probe_observations import Leftover, ProbeObservations
 from gpu_conformance.run_result import RunResult
 from gpu_conformance.settings import Settings
 from gpu_conformance.targets import Target, open_target
@@ -60,7 +61,12 @@ class ConformanceRun:
         self.conn: Connection | None = None
         self.snapshot: ClusterSnapshot | None = None
         self.findings: list[Finding] = []
-        self.probe_run: ProbeRun | None = None
+        self.probe_run: ProbeObservations | None = None
+        self.probe_namespace: tuple[str, str] | None = None
+        # Probe objects of earlier runs (kill -9): listed by every run, whatever layers it selects.
+        self.leftovers: list[Leftover] = []
+        # How the probe ended when it did not finish (interruption, lost API server): one line for the user.
+        self.probe_cleanup = ""
         self._verdict: Verdict | None = None
         self.layers_selected: list[Layer] = list(LAYER_ORDER)
 
@@ -75,14 +81,15 @@ class ConformanceRun:
             raise OperatorNotInstalled(
                 f"the NVIDIA GPU Operator is not installed on {snap.server} (no {CLUSTERPOLICY_CRD} CRD, no pod "
                 "labelled app=gpu-operator): install it first (helm install gpu-operator nvidia/gpu-operator)")
-        if not self.settings.no_probe:
+        if not self.settings.no_probe and Layer.PROBE in self.layers_selected:
             from gpu_conformance.cluster.reader import ClusterReader
 
-            missing = ClusterReader(self.conn).missing_permissions(
-                [("create", "", "namespaces", ""), ("delete", "", "namespaces", ""), ("create", "", "pods", "")])
+            self.probe_namespace = ns, mode = resolve_namespace(ProbeApi(self.conn), self.settings)
+            missing = ClusterReader(self.conn).missing_permissions(required_permissions(ns, mode))
             if missing:
                 raise ClusterAccessError("missing permissions for the probe: " + "; ".join(missing)
                                          + " (apply rbac.yaml, or pass --no-probe for a read-only run)")
+        self.leftovers = list_leftovers(self.conn, self.settings.run_id)
         if not self.settings.operator_namespace:
             self.settings.operator_namespace = snap.operator_namespace or None
         self.snapshot = snap
@@ -101,10 +108,16 @@ class ConformanceRun:
     def verdict(self) -> Verdict:
         assert self.snapshot is not None
         if self._verdict is None:
-            layers = [layer for layer in self.layers_selected
-                      if layer != Layer.PROBE or (self.probe_run is not None and not self.settings.no_probe)]
-            self._verdict = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names, layers)
+            self._verdict = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names,
+                                   self.layers_judged())
         return self._verdict
+
+    def layers_judged(self) -> list[Layer]:
+        """The selected layers; with the probe, every earlier layer too: it chose the probe's nodes."""
+        if Layer.PROBE in self.layers_selected:
+            probed = self.probe_run is not None and not self.settings.no_probe
+            return list(LAYER_ORDER) if probed else [layer for layer in LAYER_ORDER if layer != Layer.PROBE]
+        return list(self.layers_selected)
 
     def outcome(self, check_id: str) -> CheckOutcome:
         check = catalogue.get(check_id)
@@ -112,20 +125,32 @@ class ConformanceRun:
             self.run_probe()
         return self.verdict().outcomes[check_id]
 
-    def run_probe(self) -> ProbeRun:
+    def run_probe(self) -> ProbeObservations:
+        """Probe once per run, whatever happens: a second call returns the first one's observations.
+
+        Raises what ended it early (ClusterAccessError, KeyboardInterrupt) after its findings are recorded.
+        """
         assert self.snapshot is not None and self.conn is not None
-        if self.settings.no_probe:
-            self.probe_run = ProbeRun(skipped="probe disabled (--no-probe): strictly read-only run")
-            for c in catalogue.checks_for(Layer.PROBE):
-                self.findings.append(Finding(Status.NA, self.probe_run.skipped, check_id=c.id))
-            self._verdict = None
+        if self.probe_run is not None:
             return self.probe_run
-        pre = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names,
-                     [layer for layer in LAYER_ORDER if layer != Layer.PROBE])
-        healthy = [n.node for n in pre.nodes if n.root_cause is None]
-        self.probe_run = Probe(self.conn, self.settings, self.snapshot).run(healthy)
-        self.findings.extend(self.probe_run.findings)
-        self._verdict = None
+        probe = Probe(self.conn, self.settings, self.snapshot)
+        self.probe_run = self.snapshot.probe = probe.obs
+        probe.obs.leftovers = self.leftovers
+        try:
+            if self.settings.no_probe:
+                probe.obs.skipped = "probe disabled (--no-probe): strictly read-only run"
+            else:
+                pre = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names,
+                             [layer for layer in LAYER_ORDER if layer != Layer.PROBE])
+                eligible = [n.node for n in pre.nodes if n.root_cause is None and n.transient is None]
+                probe.run(eligible, self.probe_namespace)
+        finally:
+            if probe.obs.aborted:
+                self.probe_cleanup = probe.obs.aborted
+            for c in catalogue.checks_for(Layer.PROBE):
+                if c.func is not None:
+                    self.findings.extend(c.run(self.snapshot, self.settings))
+            self._verdict = None
         return self.probe_run
 
     # ---- the result ------------------------------------------------------------------------
@@ -148,7 +173,8 @@ class ConformanceRun:
             checks=catalogue.all_checks(),
             findings=self.findings,
             verdict=self.verdict(),
-            probe=self.probe_run.to_dict() if self.probe_run else {"skipped": "probe layer not run", "pods": []},
+            probe=self.probe_run.to_dict() if self.probe_run else {
+                "skipped": "probe layer not run", "pods": [], "leftovers": [lo.describe() for lo in self.leftovers]},
             settings=settings,
         )
 

@@ -32,6 +32,10 @@ class Settings:
     probe_image: str = DEFAULT_PROBE_IMAGE
     probe_timeout: float = 300.0
     probe_gpus: int = 1
+    # Which eligible GPU nodes get a probe pod: all, a number (sampled), or a label selector.
+    probe_nodes: str = "all"
+    # An existing namespace for the probe pods (rbac.yaml's least-privilege mode); None: auto.
+    probe_namespace: str | None = None
     no_probe: bool = False
     report_dir: str = "reports"
     baseline: str | None = None
@@ -57,6 +61,14 @@ class Settings:
                              "and '-', at most 63)")
         if not self.probe_image:
             raise UsageError("--probe-image must not be empty")
+        self.probe_nodes = str(self.probe_nodes if self.probe_nodes is not None else "all")
+        from gpu_conformance.checks.probe_checks import parse_probe_nodes
+
+        parse_probe_nodes(self.probe_nodes)  # raises UsageError on nonsense
+        pns = self.probe_namespace
+        if pns is not None and (not isinstance(pns, str) or len(pns) > 63 or not _NAMESPACE_NAME.match(pns)):
+            raise UsageError(f"--probe-namespace {pns!r} is not a namespace name (lower-case letters, digits "
+                             "and '-', at most 63)")
         if self.gpu_node_selector is not None:
             from gpu_conformance.cluster.selectors import parse_selector
 

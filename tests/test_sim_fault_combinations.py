@@ -41,10 +41,13 @@ def test_a_fault_that_fails_on_top_of_another_is_refused_in_one_line(monkeypatch
 @pytest.mark.sim
 def test_driver_crashloop_with_all_gpus_allocated(tmp_path: Path) -> None:
     """The pair from the findings works: the busy pods take the GPUs of every node that still has any, and the
-    suite judges the crash-looping node by its driver and the others by the probe."""
+    suite judges the crash-looping node by its driver; the others are busy, not broken (warned, not probed)."""
     from test_fault_matrix import run_suite
 
     data = run_suite("default", ["driver-crashloop", "gpus-all-allocated"], {}, tmp_path)
     roots = {n["name"]: (n["root_cause"] or {}).get("layer") for n in data["nodes"]}
-    assert roots == {"gpu-node-0": "probe", "gpu-node-1": "driver-toolkit", "gpu-node-2": "probe"}, \
+    assert roots == {"gpu-node-0": None, "gpu-node-1": "driver-toolkit", "gpu-node-2": None}, \
         json.dumps(roots)
+    busy = {f["node"] for c in data["checks"] if c["id"] == "PRB-001" for f in c["findings"]
+            if f["node"] and f["status"] == "warn" and "in use" in f["message"]}
+    assert busy == {"gpu-node-0", "gpu-node-2"} and data["verdict"] == "NOT CONFORMANT"

@@ -119,20 +119,18 @@ def test_probe_cleans_up_on_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
         conn = connect(str(booted.kubeconfig))
         snap = read_snapshot(conn, "gpu-operator")
         settings = Settings(run_id="ctrlc", probe_timeout=60).validate()
-        real_poll = probe_mod.poll_until
-        calls = []
+        created = []
 
-        def interrupted(condition, timeout, interval):  # the second wait is the one for the probe pods
-            calls.append(timeout)
-            if len(calls) == 2:
-                condition()  # the pods exist now
-                raise KeyboardInterrupt
-            return real_poll(condition, timeout, interval)
+        def interrupted(self: probe_mod.Probe) -> None:  # Ctrl-C while waiting for the probe pods
+            created.extend(Kube(booted.cluster.api_client()).list("Pod", self.obs.namespace))
+            raise KeyboardInterrupt
 
-        monkeypatch.setattr(probe_mod, "poll_until", interrupted)
+        monkeypatch.setattr(probe_mod.Probe, "_wait", interrupted)
+        probe = probe_mod.Probe(conn, settings, snap)
         with pytest.raises(KeyboardInterrupt):
-            probe_mod.Probe(conn, settings, snap).run(snap.gpu_node_names)
-        assert len(calls) == 2  # the namespace and its pods were created before the interrupt
+            probe.run(snap.gpu_node_names)
+        assert len(created) == 3  # the namespace and its pods were created before the interrupt
+        assert probe.obs.deleted and probe.obs.aborted.startswith("interrupted (Ctrl-C)")
         ns = Kube(booted.cluster.api_client()).list("Namespace",
                                                     label_selector="gpu-conformance.nvidia.com/run-id=ctrlc")
         assert all(n["metadata"].get("deletionTimestamp") for n in ns), ns  # gone, or going

@@ -1,30 +1,399 @@
-"""Layer 6, probe: declared here so they are in the catalogue; gpu_conformance.probe produces their findings."""
+"""Layer 6, probe: judged from what the probe captured (`snapshot.probe`), like every layer judges the snapshot.
+
+`gpu_conformance.probe` only creates, waits, captures and deletes. Which nodes it probes (`plan_probe`) and
+when a pod has said all it will say (`settled`) are pure functions here too, so that waiting and judging
+use the same words for the same states.
+"""
 
 from __future__ import annotations
 
-from gpu_conformance.checks.registry import declare
-from gpu_conformance.model import Layer
+import functools
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from gpu_conformance.checks.device_plugin import effective_cdi
+from gpu_conformance.checks.registry import check
+from gpu_conformance.cluster.selectors import matches, parse_selector
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, gpu_resources, labels_of
+from gpu_conformance.errors import UsageError
+from gpu_conformance.model import CheckFunc, Finding, Layer, Status
+from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan, Skip
+from gpu_conformance.settings import Settings
 
 L = Layer.PROBE
-NS = "kubectl -n <probe-namespace>"
+PULL_FAILURES = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull")
+# The runtime could not create or start the container (e.g. "unresolvable CDI devices"): the kubelet
+# retries, but the answer will not change within a probe's lifetime.
+START_FAILURES = ("CreateContainerError", "CreateContainerConfigError", "RunContainerError", "StartError",
+                  "ContainerCannotRun")
+FINISHED = ("Succeeded", "Failed")
+ObservedCheck = Callable[[ClusterSnapshot, Settings, ProbeObservations], list[Finding]]
+# After the scheduler has said no this long, waiting more only delays the report.
+UNSCHEDULABLE_GRACE = 8.0
 
-declare("PRB-001", L, "a pod requesting a GPU is scheduled on the node",
-        hint="The scheduler sees only allocatable nvidia.com/gpu. 'Insufficient nvidia.com/gpu' comes from the "
-             "device plugin (nothing advertised), unhealthy devices (allocatable 0), or GPUs used by other pods; "
-             "'untolerated taint' from a taint the workload does not tolerate.",
-        kubectl="kubectl get events -A --field-selector involvedObject.kind=Pod,reason=FailedScheduling",
-        detects="all GPUs allocated; untolerated taint; GPU resource not advertised")
-declare("PRB-002", L, "the probe container starts",
-        hint="Pass --probe-image with an image your nodes can pull (a mirror of a CUDA base image).",
-        kubectl="kubectl describe pod <probe-pod> (events)",
-        detects="probe image cannot be pulled (ImagePullBackOff)")
-declare("PRB-003", L, "the probe sees the GPUs it requested (nvidia-smi -L)",
-        hint="A pod that got its GPU lists exactly the requested devices. Fewer, or nvidia-smi failing, means "
-             "the runtime did not inject the GPU: check the toolkit's runtime config and CDI mode.",
-        kubectl="kubectl logs <probe-pod>",
-        detects="nvidia-smi fails or lists fewer GPUs than requested")
-declare("PRB-004", L, "the GPU arrived the way the mode says (CDI: no runtimeClassName needed)",
-        hint="With CDI (operator v25.10+ default) a pod without runtimeClassName gets its GPU from "
-             "containerd/CRI-O CDI injection: NVIDIA_VISIBLE_DEVICES=void and /dev/nvidia* present.",
-        kubectl="kubectl logs <probe-pod>",
-        detects="CDI expected but the GPU was injected another way, or not at all")
+
+# ---- facts the probe and its checks share ---------------------------------------------------
+def gpu_resource_for(node: dict) -> str:
+    """The resource a workload asks for on this node: nvidia.com/gpu, else what the plugin renamed it to."""
+    res = gpu_resources(node, "allocatable") or gpu_resources(node, "capacity")
+    if "nvidia.com/gpu" in res or not res:
+        return "nvidia.com/gpu"
+    return sorted(res)[0]
+
+
+def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
+    """--expect-cdi, else the ClusterPolicy's CDI setting as DPL-007 reads it (one fact, one answer)."""
+    if settings.expect_cdi in ("yes", "no"):
+        return settings.expect_cdi == "yes"
+    return effective_cdi(snap)[0]
+
+
+def _quantity(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def gpus_in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
+    """Per node, extended GPU resources requested by pods that hold them (bound, not finished)."""
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        if not node or (p.get("status") or {}).get("phase") in FINISHED:
+            continue
+        for c in (p.get("spec") or {}).get("containers") or []:
+            r = c.get("resources") or {}
+            # For extended resources requests equal limits; a pod may give only limits.
+            want = {**(r.get("limits") or {}), **(r.get("requests") or {})}
+            for k, v in want.items():
+                if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-"):
+                    used[node][k] += _quantity(v)
+    return {n: dict(v) for n, v in used.items()}
+
+
+def parse_probe_nodes(value: str) -> str | int | list:
+    """--probe-nodes: 'all', a positive count, or a label selector (said back in the usage error)."""
+    value = (value or "all").strip()
+    if value == "all":
+        return "all"
+    if value.isdigit():
+        if int(value) < 1:
+            raise UsageError("--probe-nodes must be 'all', a positive number of nodes, or a label selector")
+        return int(value)
+    try:
+        return parse_selector(value)
+    except UsageError:
+        raise UsageError(f"--probe-nodes: {value!r} is neither 'all', a number of nodes, nor a label selector "
+                         "(e.g. 'nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB')") from None
+
+
+def plan_probe(snap: ClusterSnapshot, settings: Settings, eligible: list[str],
+               in_use: dict[str, dict[str, int]]) -> ProbePlan:
+    """Which of the nodes that passed every earlier layer get a probe pod; the others get a reason."""
+    plan = ProbePlan(eligible=len(eligible))
+    want = settings.probe_gpus
+    candidates: list[str] = []
+    for n in eligible:
+        node = snap.node_by_name.get(n, {})
+        if (node.get("spec") or {}).get("unschedulable"):
+            plan.not_probed[n] = Skip(NotProbed.CORDONED, "cordoned (spec.unschedulable): not probed, no new "
+                                      "workload lands there", {"spec.unschedulable": True})
+            continue
+        res = gpu_resource_for(node)
+        alloc = _quantity((node.get("status", {}).get("allocatable") or {}).get(res, 0))
+        used = in_use.get(n, {}).get(res, 0)
+        if alloc > 0 and alloc - used < want:
+            what = f"all {alloc} {res} in use" if used >= alloc else f"only {alloc - used} of {alloc} {res} free"
+            plan.not_probed[n] = Skip(
+                NotProbed.BUSY, f"{what} (requested by running pods), the probe needs {want}: not probed",
+                {"object": f"node/{n}", "allocatable": alloc, "requested_by_pods": used, "probe_needs": want})
+            continue
+        candidates.append(n)
+    sample = parse_probe_nodes(settings.probe_nodes)
+    if sample == "all":
+        plan.targets = candidates
+    elif isinstance(sample, int):
+        # Seeded by the run id: reproducible for one run, and nightly runs cover different nodes over time.
+        picked = set(random.Random(settings.run_id).sample(candidates, min(sample, len(candidates))))
+        plan.targets = [n for n in candidates if n in picked]
+    else:
+        plan.targets = [n for n in candidates if matches(sample, labels_of(snap.node_by_name.get(n, {})))]
+    for n in candidates:
+        if n not in plan.targets:
+            plan.not_probed[n] = Skip(NotProbed.NOT_SAMPLED, f"not sampled (--probe-nodes={settings.probe_nodes})")
+    plan.scope = _scope(plan, settings)
+    return plan
+
+
+def _scope(plan: ProbePlan, settings: Settings) -> str:
+    counts = defaultdict(int)
+    for s in plan.not_probed.values():
+        counts[s.kind] += 1
+    if plan.eligible == 0:
+        return "no GPU node passed the earlier layers: none probed"
+    head = (f"probed all {plan.eligible} GPU node(s) that passed the earlier layers"
+            if len(plan.targets) == plan.eligible else
+            f"probed {len(plan.targets)} of {plan.eligible} GPU node(s) that passed the earlier layers")
+    parts = []
+    if counts[NotProbed.NOT_SAMPLED]:
+        parts.append(f"{counts[NotProbed.NOT_SAMPLED]} not sampled (--probe-nodes={settings.probe_nodes})")
+    if counts[NotProbed.CORDONED]:
+        parts.append(f"{counts[NotProbed.CORDONED]} cordoned")
+    if counts[NotProbed.BUSY]:
+        parts.append(f"{counts[NotProbed.BUSY]} with all GPUs in use")
+    return head + ("; " + ", ".join(parts) if parts else "")
+
+
+# ---- pod states shared by waiting and judging ------------------------------------------------
+def _container_states(pod: dict) -> list[dict]:
+    return [cs.get("state") or {} for cs in (pod.get("status") or {}).get("containerStatuses") or []]
+
+
+def pull_failure(pod: dict) -> dict | None:
+    return next((s["waiting"] for s in _container_states(pod)
+                 if (s.get("waiting") or {}).get("reason") in PULL_FAILURES), None)
+
+
+def start_failure(pod: dict, events: list[dict] | None = None) -> dict | None:
+    """The runtime refused to create or start the container: {reason, message} (message from the event if bare)."""
+    for s in _container_states(pod):
+        st = s.get("waiting") or s.get("terminated") or {}
+        if st.get("reason") in START_FAILURES:
+            msg = st.get("message") or next((e.get("message", "") for e in reversed(events or [])
+                                             if e.get("type") == "Warning"), "")
+            return {"reason": st["reason"], "message": msg}
+    return None
+
+
+def unschedulable(pod: dict) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def settled(obs: PodObservation, unschedulable_for: float) -> bool:
+    """True once waiting longer cannot change what this pod tells us."""
+    if obs.refused or obs.gone:
+        return True
+    pod = obs.pod or {}
+    if obs.phase in FINISHED or pull_failure(pod) or start_failure(pod):
+        return True
+    return unschedulable(pod) and unschedulable_for >= UNSCHEDULABLE_GRACE
+
+
+# ---- the checks -------------------------------------------------------------------------------
+def _from_observations(check_id: str) -> Callable[[ObservedCheck], CheckFunc]:
+    """Adapt a judge of (snapshot, settings, observations) to a check: nothing before the probe ran, n/a if skipped."""
+
+    def wrap(judge: ObservedCheck) -> CheckFunc:
+        @functools.wraps(judge)
+        def run(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+            obs = snap.probe
+            if obs is None:
+                return []
+            if obs.skipped:
+                return [Finding(Status.NA, obs.skipped)]
+            return judge(snap, settings, obs)
+
+        return run
+
+    return wrap
+
+
+def _kubectl(obs: ProbeObservations, p: PodObservation, verb: str = "describe pod") -> str:
+    return f"kubectl -n {obs.namespace} {verb} {p.name}"
+
+
+def _judged(obs: ProbeObservations) -> list[PodObservation]:
+    """Pods that got as far as the scheduler: not refused by admission, not deleted by someone else."""
+    return [p for p in obs.pods.values() if not p.refused and not p.gone]
+
+
+@check("PRB-001", L, "a pod requesting a GPU is scheduled on the node",
+       hint="The scheduler sees only allocatable nvidia.com/gpu. 'Insufficient nvidia.com/gpu' comes from the "
+            "device plugin (nothing advertised), unhealthy devices (allocatable 0), or GPUs used by other pods; "
+            "'untolerated taint' from a taint the workload does not tolerate.",
+       kubectl="kubectl get events -A --field-selector involvedObject.kind=Pod,reason=FailedScheduling",
+       detects="all GPUs allocated; untolerated taint; GPU resource not advertised")
+@_from_observations("PRB-001")
+def probe_scheduled(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
+    f: list[Finding] = []
+    for node, skip in sorted(obs.plan.not_probed.items()):
+        status = Status.NA if skip.kind == NotProbed.NOT_SAMPLED else Status.WARN
+        f.append(Finding(status, skip.message, node=node, evidence={"not_probed": str(skip.kind),
+                                                                                  **skip.evidence}))
+    if obs.plan.eligible and not obs.plan.targets:
+        # Nothing was probed (every node busy, cordoned or unselected): the layer did not run.
+        f.append(Finding(Status.WARN, f"no GPU node could be probed: {obs.plan.scope}",
+                         evidence={"transient": True}))
+    f.extend(_refusals(obs))
+    if obs.aborted:
+        # Whatever the pods did so far, the run cannot speak for the nodes: INCOMPLETE, said once.
+        f.append(Finding(Status.WARN, f"the probe did not finish: {obs.aborted}",
+                         evidence={"transient": True, "namespace": obs.namespace}))
+    for p in obs.pods.values():
+        if p.gone:
+            f.append(Finding(Status.WARN, p.gone, node=p.node,
+                             evidence={"transient": True, "pod": p.name}, kubectl=_kubectl(obs, p, "get pod")))
+    for p in _judged(obs):
+        pod = p.pod or {}
+        if (pod.get("spec") or {}).get("nodeName"):
+            f.append(Finding(Status.PASS, f"scheduled on {p.node}", node=p.node,
+                             evidence={"pod": p.name}))
+            continue
+        if obs.aborted:
+            continue
+        reason = next((line for line in p.event_lines() if line.startswith("FailedScheduling")), "")
+        f.append(Finding(Status.FAIL, _unschedulable_message(snap, p.node, reason or "not scheduled"),
+                         node=p.node, evidence={"pod": p.name, "phase": p.phase or "Pending",
+                                                "events": p.event_lines()}, kubectl=_kubectl(obs, p)))
+    return f
+
+
+def _refusals(obs: ProbeObservations) -> list[Finding]:
+    """A pod the API refused (admission webhook, ValidatingAdmissionPolicy): said once, with the policy's words."""
+    refused = [p for p in obs.pods.values() if p.refused]
+    if not refused:
+        return []
+    messages = sorted({p.refused for p in refused})
+    hint = ("An admission policy refused the probe pod; the GPU path was not tested. Allow the probe (its "
+            "namespace, image and GPU request) in the policy, or pass --probe-image / --probe-namespace.")
+    if len(refused) == len(obs.pods) and len(messages) == 1:
+        return [Finding(Status.WARN, f"the cluster refused the probe pods: {messages[0]}",
+                        evidence={"transient": True, "namespace": obs.namespace, "pods": len(refused),
+                                  "observed": messages[0]}, hint=hint)]
+    return [Finding(Status.WARN, f"the cluster refused the probe pod: {p.refused}", node=p.node,
+                    evidence={"transient": True, "pod": p.name, "observed": p.refused}, hint=hint)
+            for p in refused]
+
+
+def _unschedulable_message(snap: ClusterSnapshot, node: str, event: str) -> str:
+    n = snap.node_by_name.get(node, {})
+    res = gpu_resource_for(n)
+    alloc = (n.get("status", {}).get("allocatable") or {}).get(res)
+    text = event.removeprefix("FailedScheduling: ")
+    if f"Insufficient {res}" in event:
+        if not alloc or alloc == "0":
+            cause = f"{node} advertises no allocatable {res} (device plugin / unhealthy devices)"
+        else:
+            cause = f"all {alloc} {res} on {node} are allocated to other pods"
+        return f"probe Pending: {text} — {cause}"
+    if "taint" in event:
+        return f"probe Pending: {text} — the GPU node carries a taint ordinary GPU workloads do not tolerate"
+    return f"probe Pending on {node}: {text}"
+
+
+@check("PRB-002", L, "the probe container starts",
+       hint="Pass --probe-image with an image your nodes can pull (a mirror of a CUDA base image). A container "
+            "the runtime cannot create (e.g. 'unresolvable CDI devices') points at the toolkit's CDI specs or "
+            "runtime configuration on that node.",
+       kubectl="kubectl describe pod <probe-pod> (events)",
+       detects="probe image cannot be pulled (ImagePullBackOff); container not creatable (CreateContainerError, "
+               "e.g. unresolvable CDI device)")
+@_from_observations("PRB-002")
+def probe_started(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
+    f: list[Finding] = []
+    for p in _judged(obs):
+        pod = p.pod or {}
+        if not (pod.get("spec") or {}).get("nodeName"):
+            continue
+        kubectl = _kubectl(obs, p)
+        pull = pull_failure(pod)
+        if pull:
+            f.append(Finding(Status.FAIL,
+                             f"probe image {obs.image} cannot be pulled ({pull.get('reason')}): "
+                             f"{pull.get('message', '')}".rstrip(": "),
+                             node=p.node, evidence={"pod": p.name, "waiting": pull, "events": p.event_lines()},
+                             kubectl=kubectl))
+            continue
+        start = start_failure(pod, p.events)
+        if start:
+            f.append(Finding(Status.FAIL,
+                             f"the runtime could not start the probe container ({start['reason']}): "
+                             f"{start['message']}".rstrip(": "),
+                             node=p.node, evidence={"pod": p.name, "observed": start, "events": p.event_lines()},
+                             kubectl=kubectl))
+            continue
+        if p.phase not in FINISHED:
+            if not obs.aborted:
+                f.append(Finding(Status.FAIL,
+                                 f"probe did not finish within --probe-timeout {settings.probe_timeout:g}s "
+                                 f"(phase {p.phase or '?'})", node=p.node,
+                                 evidence={"pod": p.name, "status": pod.get("status", {}),
+                                           "events": p.event_lines()}, kubectl=kubectl))
+            continue
+        f.append(Finding(Status.PASS, f"probe container ran ({p.phase})", node=p.node))
+    return f
+
+
+def _ran(obs: ProbeObservations) -> list[PodObservation]:
+    return [p for p in _judged(obs) if p.phase in FINISHED and not start_failure(p.pod or {})]
+
+
+@check("PRB-003", L, "the probe sees the GPUs it requested (nvidia-smi -L)",
+       hint="A pod that got its GPU lists exactly the requested devices. Fewer, or nvidia-smi failing, means "
+            "the runtime did not inject the GPU: check the toolkit's runtime config and CDI mode.",
+       kubectl="kubectl logs <probe-pod>",
+       detects="nvidia-smi fails or lists fewer GPUs than requested")
+@_from_observations("PRB-003")
+def probe_sees_gpus(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
+    want = settings.probe_gpus
+    f: list[Finding] = []
+    for p in _ran(obs):
+        out = p.output
+        logs_cmd = _kubectl(obs, p, "logs")
+        if p.logs_error:
+            # Without its output the pod proves nothing either way (e.g. the kubelet's log endpoint is down).
+            f.append(Finding(Status.WARN, f"the probe ran but its {p.logs_error}", node=p.node,
+                             evidence={"pod": p.name, "transient": True}, kubectl=logs_cmd))
+            continue
+        ev = {"pod": p.name, "phase": p.phase, "gpus_seen": out.gpus, "nvidia_smi_rc": out.smi_rc,
+              "requested": want}
+        if out.smi_rc != 0 or out.gpu_count == 0:
+            why = out.smi_error or (f"exit code {out.smi_rc}" if out.smi_rc is not None else "no output")
+            f.append(Finding(Status.FAIL, f"nvidia-smi -L in a pod with {want} GPU requested failed: {why}",
+                             node=p.node, evidence=ev, kubectl=logs_cmd))
+        elif out.gpu_count < want:
+            f.append(Finding(Status.FAIL, f"the pod sees {out.gpu_count} GPU(s) but requested {want}",
+                             node=p.node, evidence=ev, kubectl=logs_cmd))
+        else:
+            f.append(Finding(Status.PASS, f"nvidia-smi lists {out.gpu_count} GPU(s): "
+                             + "; ".join(out.gpus[:4]), node=p.node, evidence=ev))
+    return f
+
+
+@check("PRB-004", L, "the GPU arrived the way the mode says (CDI: no runtimeClassName needed)",
+       hint="With CDI (operator v25.10+ default) a pod without runtimeClassName gets its GPU from "
+            "containerd/CRI-O CDI injection: NVIDIA_VISIBLE_DEVICES=void and /dev/nvidia* present.",
+       kubectl="kubectl logs <probe-pod>",
+       detects="CDI expected but the GPU was injected another way, or not at all")
+@_from_observations("PRB-004")
+def probe_injection(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
+    cdi = cdi_expected(snap, settings)
+    f: list[Finding] = []
+    for p in _ran(obs):
+        if p.logs_error:
+            continue
+        out = p.output
+        logs_cmd = _kubectl(obs, p, "logs")
+        ev = {"NVIDIA_VISIBLE_DEVICES": out.visible_devices, "devices": out.devices, "cdi_expected": cdi}
+        if out.gpu_count == 0:
+            f.append(Finding(Status.FAIL, "no GPU was injected into the probe container "
+                             "(no runtimeClassName was set, as for any ordinary workload)",
+                             node=p.node, evidence=ev, kubectl=logs_cmd))
+        elif cdi and not out.injected_by_cdi:
+            f.append(Finding(Status.FAIL,
+                             f"CDI expected but NVIDIA_VISIBLE_DEVICES={out.visible_devices!s} (CDI injection "
+                             "leaves 'void') — the GPU came by the legacy env-var path", node=p.node,
+                             evidence=ev, kubectl=logs_cmd))
+        elif not out.has_device_nodes:
+            f.append(Finding(Status.FAIL, "no /dev/nvidiaN device node in the container", node=p.node,
+                             evidence=ev, kubectl=logs_cmd))
+        else:
+            how = "CDI (NVIDIA_VISIBLE_DEVICES=void, /dev/nvidia* present)" if out.injected_by_cdi else \
+                f"the nvidia runtime (NVIDIA_VISIBLE_DEVICES={out.visible_devices})"
+            f.append(Finding(Status.PASS, f"GPU injected by {how} without runtimeClassName",
+                             node=p.node, evidence=ev))
+    return f

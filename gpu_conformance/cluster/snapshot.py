@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpu_conformance.cluster.selectors import match_labels, matches, parse_selector
+
+if TYPE_CHECKING:
+    from gpu_conformance.probe_observations import ProbeObservations
 
 Obj = dict[str, Any]
 
@@ -81,6 +84,8 @@ class ClusterSnapshot:
     requests: int = 0
     read_seconds: float = 0.0
     gpu_node_selector: str | None = None
+    # What the probe saw (the layer's only input besides the above); None until the probe ran.
+    probe: ProbeObservations | None = None
 
     # ---- ClusterPolicy -------------------------------------------------------------------
     @cached_property

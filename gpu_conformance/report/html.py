@@ -379,6 +379,9 @@ def _probe_view(data: Mapping[str, Any]) -> dict[str, Any]:
         ok_hidden = len(pods) - len(listed)
     return {
         "skipped": str(probe.get("skipped") or ""),
+        "scope": str(probe.get("scope") or ""),
+        "aborted": str(probe.get("aborted") or ""),
+        "leftovers": [str(x) for x in probe.get("leftovers") or []],
         "pods": listed,
         "total": len(pods),
         "problems": len(problems),

@@ -91,7 +91,9 @@ def summary_lines_from_dict(data: Mapping[str, Any],
                 lines.append(f"  and {plural(len(rest), 'more root cause')} on "
                              f"{plural(sum(len(g[0]) for g in rest), 'node')} (see the HTML report)")
 
-    lines.append(f"verdict: {data.get('verdict')}")
+    # What the probe covered belongs to the verdict: "CONFORMANT" over 4 sampled nodes is not over all 1,000.
+    scope = (data.get("probe") or {}).get("scope")
+    lines.append(f"verdict: {data.get('verdict')}" + (f" ({scope})" if scope else ""))
     for label, path in _path_items(paths):
         lines.append(f"{label}: {path}")
     # Node names, messages and root causes come from the cluster: one printed line each, no escape sequences.

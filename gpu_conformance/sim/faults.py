@@ -519,10 +519,10 @@ def _cdi_envvar(ctx: FaultContext) -> None:
 
 
 # ---- probe -------------------------------------------------------------------------------------
-@fault("gpus-all-allocated", "every GPU is already taken by other workloads: the probe stays Pending with "
-       "Insufficient nvidia.com/gpu",
+@fault("gpus-all-allocated", "every GPU is already taken by other workloads: busy, not broken, so no node is "
+       "probed (each warned 'all GPUs in use') and the run is INCOMPLETE",
        "one pod per GPU node in namespace busy-workloads requesting all of the node's GPUs",
-       Layer.PROBE, {"PRB-001"}, ALL)
+       None, set(), ALL, verdict=INCOMPLETE, warns=frozenset({"PRB-001"}))
 def _gpus_all_allocated(ctx: FaultContext) -> None:
     try:
         ctx.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "busy-workloads"}})

@@ -1,0 +1,133 @@
+"""What the probe captured, as plain data: the plan (which nodes, why others not), pods, events and logs.
+
+`gpu_conformance.probe` fills these in (create / wait / capture / delete); `checks/probe_checks.py` judges
+them like any other layer judges the snapshot. Nothing here talks to the cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from gpu_conformance.probe_output import ProbeOutput, parse_probe_output
+
+Obj = dict[str, Any]
+
+
+class NotProbed(StrEnum):
+    """Why an eligible GPU node got no probe pod."""
+
+    CORDONED = "cordoned"        # spec.unschedulable: no workload would land there either
+    BUSY = "busy"                # every GPU is requested by pods already running there
+    NOT_SAMPLED = "not-sampled"  # --probe-nodes chose other nodes
+
+
+@dataclass(frozen=True)
+class Skip:
+    kind: NotProbed
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ProbePlan:
+    """Which nodes get a probe pod, and a plain sentence of what that covers (said in the verdict)."""
+
+    targets: list[str] = field(default_factory=list)
+    not_probed: dict[str, Skip] = field(default_factory=dict)
+    eligible: int = 0   # GPU nodes that passed every earlier layer
+    scope: str = ""
+
+
+@dataclass
+class PodObservation:
+    """One probe pod as last seen: the object, its events, its (bounded) log, or why it never ran."""
+
+    node: str
+    name: str
+    resource: str
+    pod: Obj | None = None
+    events: list[Obj] = field(default_factory=list)
+    logs: str = ""
+    logs_truncated: bool = False
+    logs_error: str = ""
+    # The API refused to create the pod (admission webhook / ValidatingAdmissionPolicy): its own message.
+    refused: str = ""
+    # The pod vanished or got a deletionTimestamp that we did not set.
+    gone: str = ""
+
+    @property
+    def output(self) -> ProbeOutput:
+        return parse_probe_output(self.logs)
+
+    @property
+    def phase(self) -> str:
+        return ((self.pod or {}).get("status") or {}).get("phase", "")
+
+    def event_lines(self) -> list[str]:
+        return [f"{e.get('reason')}: {e.get('message')}" for e in self.events]
+
+    def to_dict(self, image: str) -> dict[str, Any]:
+        out = self.output
+        return {"name": self.name, "node": self.node, "phase": self.phase or ("Refused" if self.refused else "?"),
+                "image": image, "resource": self.resource, "events": self.event_lines(), "logs": self.logs,
+                "logs_truncated": self.logs_truncated, "logs_error": self.logs_error,
+                "refused": self.refused, "gone": self.gone,
+                "gpus_seen": out.gpus, "visible_devices": out.visible_devices, "cdi": out.injected_by_cdi}
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A probe namespace or pod of another (earlier, killed) run, found by the probe's labels."""
+
+    kind: str          # "namespace" or "pod"
+    name: str
+    namespace: str     # for pods
+    run_id: str
+    age_seconds: float
+
+    def describe(self) -> str:
+        what = f"namespace {self.name}" if self.kind == "namespace" else f"pod {self.namespace}/{self.name}"
+        return f"{what} (run {self.run_id or '?'}, age {format_age(self.age_seconds)})"
+
+
+def format_age(seconds: float) -> str:
+    s = int(max(0, seconds))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172800:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+@dataclass
+class ProbeObservations:
+    """Everything one probe run saw. `skipped` set: no pod was created (and why)."""
+
+    run_id: str = ""
+    namespace: str = ""
+    # "own": a namespace created and deleted by this run; "shared": a namespace the admin created (rbac.yaml).
+    mode: str = "own"
+    image: str = ""
+    plan: ProbePlan = field(default_factory=ProbePlan)
+    pods: dict[str, PodObservation] = field(default_factory=dict)  # by node
+    skipped: str = ""
+    # The probe stopped before its pods finished (interrupted, namespace deleted by someone else, API lost).
+    aborted: str = ""
+    leftovers: list[Leftover] = field(default_factory=list)
+    deleted: bool = False
+    cleanup_error: str = ""
+    seconds: float = 0.0
+    requests: int = 0  # API requests of the probe (polls list by label: not one per pod)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "mode": self.mode, "skipped": self.skipped, "aborted": self.aborted,
+                "scope": self.plan.scope, "deleted": self.deleted, "cleanup_error": self.cleanup_error,
+                "seconds": round(self.seconds, 2), "requests": self.requests,
+                "not_probed": {n: {"reason": str(s.kind), "message": s.message}
+                               for n, s in sorted(self.plan.not_probed.items())},
+                "leftovers": [lo.describe() for lo in self.leftovers],
+                "pods": [p.to_dict(self.image) for p in self.pods.values()]}

@@ -1,0 +1,252 @@
+"""The probe's output parser, and the probe checks judging what the probe captured (pure, like every layer)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from factory import healthy_snapshot, node, set_node_resource
+
+from gpu_conformance import catalogue
+from gpu_conformance.checks.probe_checks import gpus_in_use, plan_probe, settled
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.errors import UsageError
+from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.probe import pod_manifest
+from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan
+from gpu_conformance.probe_output import PROBE_SCRIPT, parse_probe_output
+from gpu_conformance.settings import Settings
+
+CDI_OUTPUT = """== nvidia-smi -L
+GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-5c1b9b0e-7f3a-4e2b-9c61-0d3f2a1b4c5d)
+rc=0
+== env
+NVIDIA_VISIBLE_DEVICES=void
+== devices
+/dev/nvidia-uvm
+/dev/nvidia-uvm-tools
+/dev/nvidia0
+/dev/nvidiactl
+== cdi
+== end
+"""
+NO_GPU_OUTPUT = """== nvidia-smi -L
+sh: 1: nvidia-smi: not found
+rc=127
+== env
+NVIDIA_VISIBLE_DEVICES=all
+== devices
+== cdi
+== end
+"""
+
+
+N1 = "gpu-node-1"
+
+
+def _pod(node: str | None, phase: str = "Succeeded", waiting: dict | None = None,
+         terminated: dict | None = None) -> dict:
+    st: dict = {"phase": phase}
+    if waiting or terminated:
+        st["containerStatuses"] = [{"name": "gpu-probe",
+                                    "state": {"waiting": waiting} if waiting else {"terminated": terminated}}]
+    if node is None:
+        st["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    return {"metadata": {"name": "gpu-probe-t1-1"}, "spec": {"nodeName": node} if node else {}, "status": st}
+
+
+def observed(snap=None, pod: dict | None = None, logs: str = "", events: list[str] | None = None,
+             **obs) -> ClusterSnapshot:
+    """A snapshot whose probe saw `pod` (with these logs and 'Reason: message' events) on gpu-node-1."""
+    snap = snap or healthy_snapshot()
+    evs = [{"type": "Warning", "reason": e.split(": ", 1)[0], "message": e.split(": ", 1)[1]} for e in events or []]
+    snap.probe = ProbeObservations(run_id="t1", namespace="gpu-conformance-probe", mode="shared",
+                                   image="cuda:12", plan=ProbePlan(targets=[N1], eligible=1), **obs)
+    if pod is not None or logs:
+        snap.probe.pods[N1] = PodObservation(N1, "gpu-probe-t1-1", "nvidia.com/gpu", pod=pod, events=evs,
+                                             logs=logs)
+    return snap
+
+
+def judge(snap: ClusterSnapshot, **settings) -> dict[str, list[Finding]]:
+    s = Settings(run_id="t1", **settings)
+    return {c.id: c.run(snap, s) for c in catalogue.checks_for(Layer.PROBE)}
+
+
+def by_id(snap: ClusterSnapshot, **settings) -> dict[str, Finding]:
+    """Each probe check's one finding (about gpu-node-1)."""
+    out = {}
+    for cid, fs in judge(snap, **settings).items():
+        assert len(fs) <= 1, fs
+        if fs:
+            out[cid] = fs[0]
+    return out
+
+
+def test_parse_cdi_output() -> None:
+    out = parse_probe_output(CDI_OUTPUT)
+    assert out.gpu_count == 1 and out.smi_rc == 0 and out.injected_by_cdi and out.complete
+    assert out.uuids == ["GPU-5c1b9b0e-7f3a-4e2b-9c61-0d3f2a1b4c5d"]
+
+
+def test_parse_failure_output() -> None:
+    out = parse_probe_output(NO_GPU_OUTPUT)
+    assert out.gpu_count == 0 and out.smi_rc == 127 and "not found" in out.smi_error
+    assert not out.injected_by_cdi
+
+
+def test_script_really_prints_what_the_parser_reads(tmp_path) -> None:
+    # Run the real script with a fake nvidia-smi on PATH: the markers must survive a real shell.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: Tesla T4 (UUID: GPU-11111111-2222-3333-4444-555555555555)'\n")
+    smi.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "NVIDIA_VISIBLE_DEVICES": "void"}
+    text = subprocess.run(["sh", "-c", PROBE_SCRIPT], capture_output=True, text=True, env=env, check=False).stdout
+    out = parse_probe_output(text)
+    assert out.gpu_count == 1 and out.smi_rc == 0 and out.visible_devices == "void" and out.complete
+
+
+def test_manifest_has_no_runtime_class_and_tolerates_gpu_taint() -> None:
+    m = pod_manifest("r1", "gpu-node-1", "nvidia.com/gpu", Settings(run_id="r1"))
+    spec = m["spec"]
+    assert "runtimeClassName" not in spec
+    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert m["metadata"]["labels"]["gpu-conformance.nvidia.com/run-id"] == "r1"
+
+
+def test_judge_pass_under_cdi() -> None:
+    fs = by_id(observed(pod=_pod(N1), logs=CDI_OUTPUT))
+    assert {f.status for f in fs.values()} == {Status.PASS} and len(fs) == 4
+    assert "CDI" in fs["PRB-004"].message
+
+
+def test_not_probed_yet_means_no_findings_and_skipped_means_na() -> None:
+    assert all(fs == [] for fs in judge(healthy_snapshot()).values())
+    fs = by_id(observed(skipped="probe disabled (--no-probe)"))
+    assert {(f.status, f.node) for f in fs.values()} == {(Status.NA, None)} and len(fs) == 4
+
+
+def test_judge_nvidia_smi_failure() -> None:
+    fs = by_id(observed(pod=_pod(N1), logs=NO_GPU_OUTPUT))
+    assert fs["PRB-003"].status == Status.FAIL and "not found" in fs["PRB-003"].message
+    assert fs["PRB-004"].status == Status.FAIL
+
+
+def test_judge_cdi_expected_but_legacy_injection() -> None:
+    legacy = CDI_OUTPUT.replace("NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=GPU-5c1b9b0e")
+    fs = by_id(observed(pod=_pod(N1), logs=legacy))
+    assert fs["PRB-003"].status == Status.PASS
+    assert fs["PRB-004"].status == Status.FAIL and "CDI expected" in fs["PRB-004"].message
+    # without CDI (v25.3) the same output is the expected path
+    fs = by_id(observed(healthy_snapshot(version="v25.3.4"), pod=_pod(N1), logs=legacy))
+    assert fs["PRB-004"].status == Status.PASS
+
+
+def test_judge_pending_insufficient_attributes_cause() -> None:
+    ev = ["FailedScheduling: 0/4 nodes are available: 1 Insufficient nvidia.com/gpu."]
+    snap = observed(pod=_pod(None, "Pending"), events=ev)
+    f = by_id(snap)["PRB-001"]
+    assert f.status == Status.FAIL and "allocated to other pods" in f.message
+    assert set(by_id(snap)) == {"PRB-001"}
+    set_node_resource(snap, N1, capacity=8, allocatable=0)
+    assert "advertises no allocatable" in by_id(snap)["PRB-001"].message
+
+
+def test_judge_taint_and_image_pull() -> None:
+    ev = ["FailedScheduling: 0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}."]
+    assert "taint" in by_id(observed(pod=_pod(None, "Pending"), events=ev))["PRB-001"].message
+    fs = by_id(observed(pod=_pod(N1, "Pending", {"reason": "ImagePullBackOff", "message": "x"})))
+    assert [(k, f.status) for k, f in sorted(fs.items())] == [("PRB-001", Status.PASS), ("PRB-002", Status.FAIL)]
+
+
+def test_plan_probes_every_eligible_node_by_default_and_says_why_not_elsewhere() -> None:
+    snap = healthy_snapshot(gpu_nodes=4)
+    names = snap.gpu_node_names
+    node(snap, names[0])["spec"]["unschedulable"] = True
+    set_node_resource(snap, names[1], capacity=2, allocatable=2)
+    in_use = gpus_in_use([{"spec": {"nodeName": names[1], "containers": [
+        {"resources": {"limits": {"nvidia.com/gpu": "2"}}}]}, "status": {"phase": "Running"}},
+        # finished pods hold nothing
+        {"spec": {"nodeName": names[2], "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+         "status": {"phase": "Succeeded"}}])
+    plan = plan_probe(snap, Settings(run_id="r"), names, in_use)
+    assert plan.targets == names[2:]
+    assert plan.not_probed[names[0]].kind == NotProbed.CORDONED
+    assert plan.not_probed[names[1]].kind == NotProbed.BUSY and "all 2 nvidia.com/gpu in use" in \
+        plan.not_probed[names[1]].message
+    assert plan.scope == ("probed 2 of 4 GPU node(s) that passed the earlier layers; 1 cordoned, "
+                          "1 with all GPUs in use")
+    snap.probe = ProbeObservations(plan=plan)
+    fs = {f.node: f for f in judge(snap)["PRB-001"]}
+    assert fs[names[0]].status == fs[names[1]].status == Status.WARN
+    assert not any(f.evidence.get("transient") for f in fs.values())
+
+
+def test_plan_samples_a_count_or_a_selector_and_says_so() -> None:
+    snap = healthy_snapshot(gpu_nodes=5)
+    names = snap.gpu_node_names
+    plan = plan_probe(snap, Settings(run_id="r", probe_nodes="2"), names, {})
+    assert len(plan.targets) == 2 and plan.targets == plan_probe(snap, Settings(run_id="r", probe_nodes="2"),
+                                                                 names, {}).targets  # reproducible per run id
+    assert plan.scope.endswith("3 not sampled (--probe-nodes=2)")
+    node(snap, names[3])["metadata"]["labels"]["pool"] = "a"
+    plan = plan_probe(snap, Settings(run_id="r", probe_nodes="pool=a"), names, {})
+    assert plan.targets == [names[3]]
+    snap.probe = ProbeObservations(plan=plan)
+    assert {f.status for f in judge(snap)["PRB-001"]} == {Status.NA}
+    # Nothing left to probe: the layer did not run, and the verdict must not pretend it did.
+    plan = plan_probe(snap, Settings(run_id="r", probe_nodes="pool=none"), names, {})
+    snap.probe = ProbeObservations(plan=plan)
+    assert any(f.node is None and f.evidence.get("transient") for f in judge(snap)["PRB-001"])
+
+
+@pytest.mark.parametrize("value", ["0", "a in (b", "-3"])
+def test_probe_nodes_nonsense_is_a_usage_error(value: str) -> None:
+    with pytest.raises(UsageError, match="--probe-nodes"):
+        Settings(probe_nodes=value).validate()
+
+
+def test_create_container_error_is_settled_at_once_and_judged_with_its_message() -> None:
+    msg = "failed to inject CDI devices: unresolvable CDI devices nvidia.com/gpu=all"
+    pod = _pod(N1, "Pending", {"reason": "CreateContainerError", "message": msg})
+    assert settled(PodObservation(N1, "p", "nvidia.com/gpu", pod=pod), unschedulable_for=0)
+    assert not settled(PodObservation(N1, "p", "nvidia.com/gpu", pod=_pod(N1, "Pending")), unschedulable_for=0)
+    fs = by_id(observed(pod=pod))
+    assert fs["PRB-002"].status == Status.FAIL and msg in fs["PRB-002"].message
+    assert set(fs) == {"PRB-001", "PRB-002"}
+    # The same from a container that started and failed (restartPolicy Never: the pod is Failed)
+    fs = by_id(observed(pod=_pod(N1, "Failed", terminated={"reason": "StartError", "exitCode": 128,
+                                                           "message": "nvidia-container-cli: device error"})))
+    assert fs["PRB-002"].status == Status.FAIL and "device error" in fs["PRB-002"].message
+
+
+def test_interrupted_or_refused_probe_is_incomplete_never_a_failure() -> None:
+    snap = observed(pod=_pod(N1, "Pending"), aborted="interrupted by SIGTERM; probe namespace x deleted")
+    fs = judge(snap)
+    assert not any(f.status == Status.FAIL for f in sum(fs.values(), []))
+    assert any(f.node is None and f.evidence.get("transient") and "SIGTERM" in f.message for f in fs["PRB-001"])
+    snap = observed()
+    snap.probe.pods[N1] = PodObservation(N1, "p", "nvidia.com/gpu", refused="denied by policy x")
+    (f,) = judge(snap)["PRB-001"]
+    assert f.node is None and f.evidence["transient"] and "denied by policy x" in f.message
+
+
+def test_sigterm_raises_terminated_and_cleanup_is_not_cut_short() -> None:
+    import os
+    import signal
+
+    from gpu_conformance.signals import Terminated, install_sigterm, restore_sigterm, signals_deferred
+
+    install_sigterm()
+    try:
+        with pytest.raises(Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        with signals_deferred() as got:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+        assert got == [signal.SIGTERM]
+    finally:
+        restore_sigterm()
