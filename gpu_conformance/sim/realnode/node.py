@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -112,11 +112,6 @@ class _Proc:
     popen: subprocess.Popen[bytes] | None = None
 
 
-@dataclass
-class Timings:
-    steps: dict[str, float] = field(default_factory=dict)
-
-
 def _alive(pid: int, start_time: int) -> bool:
     st = _start_time(pid)
     if st is None or (start_time and st != start_time):
@@ -164,13 +159,11 @@ def pids_in_namespace(holder_pid: int, kind: str = "mnt") -> list[int]:
     return out
 
 
-def free_subnet(index_hint: int = 0) -> ipaddress.IPv4Network:
-    """A /30 of REALNODE_CIDR that no host address or route uses yet."""
+def free_subnet() -> ipaddress.IPv4Network:
+    """A /30 of REALNODE_CIDR that no host address or route uses yet (not race-free between processes)."""
     used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=False).stdout
     used += subprocess.run(["ip", "-4", "route"], capture_output=True, text=True, check=False).stdout
     for net in ipaddress.ip_network(REALNODE_CIDR).subnets(new_prefix=30):
-        if int(net.network_address) >> 2 & 0xFF < index_hint:
-            continue
         if str(net.network_address + 1) + "/" not in used and f"{net}" not in used \
                 and str(net.network_address + 2) + "/" not in used:
             return net
