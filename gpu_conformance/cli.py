@@ -19,6 +19,13 @@ def _sim_up(a: argparse.Namespace) -> int:
     if (state / "pids.json").exists():
         raise ConformanceError(f"a simulated cluster already runs from {state}; stop it with "
                                f"`gpu-conformance sim down --state-dir {state}`")
+    if a.real_nodes:
+        # A machine that cannot run real nodes says so before anything is created.
+        from gpu_conformance.sim.realnode.node import RealNodeUnsupported, unsupported_reason
+
+        reason = unsupported_reason()
+        if reason:
+            raise RealNodeUnsupported(f"--real-nodes: {reason}")
     # Before building or booting anything: only a new, empty or sim-marked directory will do.
     claim_state_dir(state)
     booted = start_sim(a.profile, a.gpu_nodes, a.cpu_nodes, a.fault, state_dir=state, detach=True,

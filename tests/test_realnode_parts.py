@@ -103,15 +103,16 @@ def test_probe_reports_a_pod_the_kubelet_rejected() -> None:
     assert "rejected the probe pod (UnexpectedAdmissionError)" in fs[1].message
 
 
-def test_unsupported_machine_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unsupported_machine_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from gpu_conformance.cli import main
     from gpu_conformance.sim.realnode import node
 
     monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
     assert node.unsupported_reason() == "the real-node tier needs root (namespaces, mounts, cgroups, veth)"
     # `sim up --real-nodes` stops before building or starting anything, with that line.
-    assert main(["sim", "up", "--real-nodes", "1", "--state-dir", "/nonexistent/never-created"]) == 3
-    assert not Path("/nonexistent/never-created").exists()
+    state = tmp_path / "never-created"
+    assert main(["sim", "up", "--real-nodes", "1", "--state-dir", str(state)]) == 3
+    assert not state.exists()
 
 
 def test_missing_debian_tools_name_the_apt_command(monkeypatch: pytest.MonkeyPatch) -> None:
