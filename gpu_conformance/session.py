@@ -125,8 +125,11 @@ class ConformanceRun:
             self.run_probe()
         return self.verdict().outcomes[check_id]
 
-    def run_probe(self) -> ProbeObservations:
+    def run_probe(self, nodes: list[str] | None = None) -> ProbeObservations:
         """Probe once per run, whatever happens: a second call returns the first one's observations.
+
+        `nodes` probes exactly those nodes whatever the earlier layers said: for tiers whose real node carries
+        no operands (it is excluded from the operator), where the probe itself is what is being proven.
 
         Raises what ended it early (ClusterAccessError, KeyboardInterrupt) after its findings are recorded.
         """
@@ -143,7 +146,7 @@ class ConformanceRun:
                 pre = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names,
                              [layer for layer in LAYER_ORDER if layer != Layer.PROBE])
                 eligible = [n.node for n in pre.nodes if n.root_cause is None and n.transient is None]
-                probe.run(eligible, self.probe_namespace)
+                probe.run(eligible if nodes is None else nodes, self.probe_namespace)
         finally:
             if probe.obs.aborted:
                 self.probe_cleanup = probe.obs.aborted

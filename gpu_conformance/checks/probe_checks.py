@@ -316,6 +316,15 @@ def probe_started(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservati
                              node=p.node, evidence={"pod": p.name, "observed": start, "events": p.event_lines()},
                              kubectl=kubectl))
             continue
+        rejected = (pod.get("status") or {}).get("reason")
+        if p.phase == "Failed" and rejected and not (pod.get("status") or {}).get("containerStatuses"):
+            # The kubelet refused the pod before any container ran (UnexpectedAdmissionError: the device plugin
+            # could not allocate; OutOfnvidia.com/gpu): its words, not "probe container ran".
+            f.append(Finding(Status.FAIL, f"the kubelet rejected the probe pod ({rejected}): "
+                             f"{(pod.get('status') or {}).get('message', '')}".rstrip(": "), node=p.node,
+                             evidence={"pod": p.name, "reason": rejected, "events": p.event_lines()},
+                             kubectl=kubectl))
+            continue
         if p.phase not in FINISHED:
             if not obs.aborted:
                 f.append(Finding(Status.FAIL,
