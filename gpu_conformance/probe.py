@@ -27,6 +27,13 @@ RUN_LABEL = "gpu-conformance.nvidia.com/run-id"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpu-operator-conformance")
 CONTAINER = "gpu-probe"
 PULL_FAILURES = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull")
+# The runtime refused to create or start the container (a real node's answer to, e.g., a CDI device name
+# no CDI spec resolves): the kubelet retries forever, so waiting longer only delays the report.
+CREATE_FAILURES = ("CreateContainerError", "CreateContainerConfigError", "RunContainerError")
+# Marks the last-seen copy of a probe pod deleted before it finished (its namespace deleted mid-run).
+VANISHED = "gpu-conformance/vanished"
+CDI_HINT = ("the device plugin allocated a CDI device that no CDI spec on the node resolves: the spec is "
+            "missing or stale (the toolkit writes it: nvidia-ctk cdi generate / restart the toolkit pod)")
 # After the scheduler has said no this long, waiting more only delays the report.
 UNSCHEDULABLE_GRACE = 8.0
 MAX_PROBE_NODES = 16
@@ -174,6 +181,23 @@ class Probe:
                              node=node, evidence={"pod": pod_name, "waiting": pull, "events": events}, kubectl=kubectl,
                              check_id="PRB-002"))
             return f
+        create = next((w for w in waiting if w.get("reason") in CREATE_FAILURES), None)
+        if create:
+            message = create.get("message", "")
+            hint = f" — {CDI_HINT}" if "CDI" in message else ""
+            f.append(Finding("PRB-002", Status.FAIL,
+                             f"probe container could not be created ({create.get('reason')}): {message}{hint}",
+                             node=node, evidence={"pod": pod_name, "waiting": create, "events": events},
+                             kubectl=kubectl))
+            return f
+        deleted = pod.get(VANISHED) or pod.get("metadata", {}).get("deletionTimestamp")
+        if deleted and phase not in ("Succeeded", "Failed"):
+            f.append(Finding("PRB-002", Status.FAIL,
+                             f"probe pod {pod_name} was deleted before it finished (phase {phase or '?'}): "
+                             f"namespace {self.ns} was deleted while the probe ran", node=node,
+                             evidence={"pod": pod_name, "status": pod.get("status", {}), "events": events},
+                             kubectl=f"kubectl get namespace {self.ns}"))
+            return f
         if phase not in ("Succeeded", "Failed"):
             f.append(Finding(Status.FAIL,
                              f"probe did not finish within --probe-timeout {self.settings.probe_timeout:g}s "
@@ -251,23 +275,33 @@ class Probe:
         deadline = time.monotonic() + self.settings.probe_timeout
         unschedulable_since: dict[str, float] = {}
         pods: dict[str, dict] = {}
+        seen: dict[str, dict] = {}
+        vanished: set[str] = set()
         events: list[dict] = []
 
         def done() -> bool:
             nonlocal pods, events
             pods = {name_of(p): p for p in self.reader.list_raw_path(f"/api/v1/namespaces/{self.ns}/pods")}
-            events = self.reader.list_raw_path(f"/api/v1/namespaces/{self.ns}/events")
+            events = self.reader.list_raw_path(f"/api/v1/namespaces/{self.ns}/events") or events
             now = time.monotonic()
             finished = 0
             for n in names:
+                if n not in pods and n in seen:
+                    vanished.add(n)
+                    pods[n] = {**seen[n], VANISHED: True}  # judge the last state seen
                 p = pods.get(n, {})
+                if p:
+                    seen[n] = p
+                if n in vanished or p.get("metadata", {}).get("deletionTimestamp"):
+                    finished += 1
+                    continue
                 st = p.get("status", {})
                 if st.get("phase") in ("Succeeded", "Failed"):
                     finished += 1
                     continue
                 waiting = [cs.get("state", {}).get("waiting", {}).get("reason")
                            for cs in st.get("containerStatuses") or []]
-                if any(w in PULL_FAILURES for w in waiting):
+                if any(w in PULL_FAILURES + CREATE_FAILURES for w in waiting):
                     finished += 1
                     continue
                 unsched = any(c.get("type") == "PodScheduled" and c.get("status") == "False"

@@ -16,7 +16,13 @@ _binaries: dict[str, str | None] = {}
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Tests marked `sim` need the binaries: build them once (first time ~10 min), skip only without Go."""
+    """Tests marked `sim` need the binaries: build them once (first time ~10 min), skip only without Go.
+
+    Tests marked `realnode` also need root, namespaces, overlayfs, runc and the CNI plugins (skipped with
+    the reason otherwise) and the real-node binaries (kubelet, containerd: built once, ~3 min cold).
+    """
+    if item.get_closest_marker("realnode") is not None:
+        _realnode_setup()
     if item.get_closest_marker("sim") is None:
         return
     if "error" not in _binaries:
@@ -29,3 +35,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             _binaries["error"] = str(e)
     if _binaries["error"]:
         pytest.skip(f"simulated cluster binaries not available: {_binaries['error']}")
+
+
+def _realnode_setup() -> None:
+    if "realnode" not in _binaries:
+        from gpu_conformance.realnode import binaries as rnbin
+        from gpu_conformance.realnode.node import unsupported_reason
+        from gpu_conformance.sim.binaries import GoNotFoundError
+
+        reason = unsupported_reason()
+        if reason is None:
+            try:
+                rnbin.ensure_binaries()
+            except GoNotFoundError as e:
+                reason = f"real-node binaries not available: {e}"
+        _binaries["realnode"] = reason
+    if _binaries["realnode"]:
+        pytest.skip(f"real-node tier cannot run here: {_binaries['realnode']}")

@@ -107,7 +107,10 @@ class SimCluster:
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on 127.0.0.1 (api_only: first two)."""
 
     def __init__(self, state_dir: Path | None = None, bin_dir: Path | None = None,
-                 log_containers: Iterable[str] = (), api_only: bool = False) -> None:
+                 log_containers: Iterable[str] = (), api_only: bool = False, no_proxy: Iterable[str] = ()) -> None:
+        # Extra NO_PROXY entries (hosts or CIDRs) for the components: the real-node tier's kubelets
+        # live in network namespaces of their own, and the API server must reach them directly.
+        self.no_proxy: tuple[str, ...] = tuple(no_proxy)
         self._owns_state_dir = state_dir is None
         # etcd + kube-apiserver only: nothing reconciles what is written (no DaemonSet, node lifecycle or
         # garbage controller, no kubelet), so objects and their status stay exactly as a test wrote them.
@@ -347,7 +350,7 @@ class SimCluster:
                if k.upper() not in {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG"}}
         for key in ("HTTP_PROXY", "HTTPS_PROXY"):
             env[key] = env[key.lower()] = DEAD_PROXY
-        env["NO_PROXY"] = env["no_proxy"] = f"{LOOPBACK},localhost"
+        env["NO_PROXY"] = env["no_proxy"] = ",".join((LOOPBACK, "localhost", *self.no_proxy))
         # kwok also loads $KWOK_WORKDIR/kwok.yaml; point it at an empty dir so a developer's
         # ~/.kwok/kwok.yaml cannot inject stages.
         env["KWOK_WORKDIR"] = str(self.state_dir / "kwok-home")

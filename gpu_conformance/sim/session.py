@@ -33,7 +33,7 @@ OPERATORS = ("sim", "real")
 
 def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, faults: list[str] | None = None,
               state_dir: Path | None = None, detach: bool = False, quiet: bool = False,
-              operator: str = "sim") -> BootedSim:
+              operator: str = "sim", no_proxy: tuple[str, ...] = ()) -> BootedSim:
     """Boot the control plane and install an operator: the hand-written one ("sim", every profile) or the
     real v25.3.4 binary ("real", profile v25.3; "default" means that one)."""
     from gpu_conformance.sim import faults as fault_catalogue
@@ -56,7 +56,7 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
         raise UsageError("--sim-gpu-nodes/--sim-cpu-nodes must not be negative")
     bin_dir = ensure_binaries()
     t0 = time.monotonic()
-    cluster = SimCluster(state_dir=state_dir, bin_dir=bin_dir, log_containers=LOG_CONTAINERS)
+    cluster = SimCluster(state_dir=state_dir, bin_dir=bin_dir, log_containers=LOG_CONTAINERS, no_proxy=no_proxy)
     if detach:
         cluster.start(detach=True)
     else:

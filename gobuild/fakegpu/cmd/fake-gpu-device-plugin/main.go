@@ -33,6 +33,9 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
+// version is stamped at build time (-X main.version=...) so a cached binary can be checked.
+var version = "dev"
+
 type plugin struct {
 	pluginapi.UnimplementedDevicePluginServer
 	ids        []string       // device IDs the kubelet sees (GPU UUIDs)
@@ -141,7 +144,12 @@ func main() {
 	devices := flag.String("devices", "", "comma-separated device IDs (GPU UUIDs), index order")
 	cdiKind := flag.String("cdi-kind", "nvidia.com/gpu", "CDI kind of the device names")
 	strategy := flag.String("strategy", "cdi-cri,cdi-annotations", "comma-separated: cdi-cri, cdi-annotations, envvar")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("fake-gpu-device-plugin", version)
+		return
+	}
 	log.SetPrefix("fake-gpu-device-plugin: ")
 
 	p := &plugin{index: map[string]int{}, cdiKind: *cdiKind, strategies: map[string]bool{}}

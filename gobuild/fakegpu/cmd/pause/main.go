@@ -3,12 +3,20 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
+// version is stamped at build time (-X main.version=...) so a cached binary can be checked.
+var version = "dev"
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-version" {
+		fmt.Println("pause", version)
+		return
+	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
 	for sig := range signals {

@@ -1,0 +1,171 @@
+"""Build (once) and locate the real-node tier's binaries, and find the Debian tools it runs.
+
+Built from Go modules, like the control plane, into their own versioned cache directory:
+
+* kubelet v1.36.3 from the Kubernetes wrapper module (<repo>/gobuild), with the control plane's ldflags;
+* containerd, ctr and containerd-shim-runc-v2 v2.4.2 from <repo>/gobuild/containerd (CGO_ENABLED=0);
+* our fake-GPU device plugin and the pause binary from <repo>/gobuild/fakegpu, stamped with a hash of
+  their sources so an edited plugin is rebuilt.
+
+From Debian (`apt-get install runc containernetworking-plugins busybox-static`, see .ci/run): runc (its
+nsexec part is C, no CGO-free build exists), the bridge/host-local/loopback CNI plugins and a static
+busybox for the images' root filesystem.
+
+    python -m gpu_conformance.realnode.binaries     # build if needed, print the bin dir
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpu_conformance.errors import ConformanceError
+from gpu_conformance.sim import binaries as simbin
+
+CONTAINERD_VERSION = "v2.4.2"
+# containerd v2.4.2's go.mod asks for this toolchain; GOTOOLCHAIN=local means no silent download.
+MIN_GO_CONTAINERD = (1, 26, 6)
+APT_PACKAGES = ("runc", "containernetworking-plugins", "busybox-static")
+CNI_PLUGINS = ("bridge", "host-local", "loopback")
+CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
+HOST_TOOLS = ("ip", "unshare", "nsenter", "mount", "openssl")
+
+
+def _fakegpu_version() -> str:
+    """A hash of the fake-GPU module's sources: part of the binaries' version, so edits rebuild them."""
+    root = simbin.repo_root() / "gobuild" / "fakegpu"
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".go", ".mod", ".sum")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+FAKEGPU_VERSION = _fakegpu_version() if (simbin.repo_root() / "gobuild" / "fakegpu").is_dir() else "prebuilt"
+# The fake-GPU binaries' version is checked per binary (not part of the name): editing the plugin must not
+# rebuild kubelet and containerd.
+BIN_DIR_NAME = f"realnode-k8s-{simbin.K8S_VERSION}-containerd-{CONTAINERD_VERSION}"
+
+_CONTAINERD_LDFLAGS = f"-s -w -X github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}"
+_FAKEGPU_LDFLAGS = f"-s -w -X main.version={FAKEGPU_VERSION}"
+_CONTAINERD_PKG = "github.com/containerd/containerd/v2/cmd"
+_FAKEGPU_PKG = "gpu-operator-conformance.local/gobuild/fakegpu/cmd"
+
+BINARIES: tuple[simbin.Binary, ...] = (
+    simbin.Binary("kubelet", "k8s.io/kubernetes/cmd/kubelet", "", simbin._K8S_LDFLAGS,
+                  ("--version",), f"Kubernetes {simbin.K8S_VERSION}"),
+    simbin.Binary("containerd", f"{_CONTAINERD_PKG}/containerd", "containerd", _CONTAINERD_LDFLAGS,
+                  ("--version",), f"containerd/v2 {CONTAINERD_VERSION}"),
+    simbin.Binary("ctr", f"{_CONTAINERD_PKG}/ctr", "containerd", _CONTAINERD_LDFLAGS,
+                  ("--version",), f"containerd/v2 {CONTAINERD_VERSION}"),
+    simbin.Binary("containerd-shim-runc-v2", f"{_CONTAINERD_PKG}/containerd-shim-runc-v2", "containerd",
+                  _CONTAINERD_LDFLAGS, ("-v",), f"Version:  {CONTAINERD_VERSION}"),
+    simbin.Binary("fake-gpu-device-plugin", f"{_FAKEGPU_PKG}/fake-gpu-device-plugin", "fakegpu", _FAKEGPU_LDFLAGS,
+                  ("-version",), f"fake-gpu-device-plugin {FAKEGPU_VERSION}"),
+    simbin.Binary("pause", f"{_FAKEGPU_PKG}/pause", "fakegpu", _FAKEGPU_LDFLAGS,
+                  ("-version",), f"pause {FAKEGPU_VERSION}"),
+)
+BINARY_NAMES = tuple(b.name for b in BINARIES)
+
+
+class HostToolsError(ConformanceError):
+    """A tool the real-node tier runs but does not build (runc, CNI plugins, busybox) is missing."""
+
+
+def cache_bin_dir() -> Path:
+    return simbin.cache_bin_dir().parent / BIN_DIR_NAME
+
+
+def missing_binaries(bin_dir: Path) -> list[simbin.Binary]:
+    return [b for b in BINARIES if not simbin._answers_version(bin_dir / b.name, b)]
+
+
+def _check_go(go: str) -> None:
+    import re
+    import subprocess
+
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False,
+                         env=simbin._go_env()).stdout.strip()
+    match = re.match(r"go(\d+)\.(\d+)(?:\.(\d+))?", out)
+    found = tuple(int(g or 0) for g in match.groups()) if match else (0, 0, 0)
+    if found < MIN_GO_CONTAINERD:
+        need = ".".join(map(str, MIN_GO_CONTAINERD))
+        raise simbin.GoNotFoundError(f"{go} is {out or 'unknown'}, too old to build containerd "
+                                     f"{CONTAINERD_VERSION} (needs go >= {need})")
+
+
+def ensure_binaries() -> Path:
+    """A directory with kubelet, containerd, ctr, the shim, the fake device plugin and pause (built if needed)."""
+    bin_dir = cache_bin_dir()
+    if not missing_binaries(bin_dir):
+        return bin_dir
+    go = simbin._go_executable()
+    _check_go(go)
+    gobuild = simbin.gobuild_dir()
+    with simbin._build_lock(bin_dir):
+        missing = missing_binaries(bin_dir)
+        if missing:
+            simbin._build(go, gobuild, missing, bin_dir)
+    return bin_dir
+
+
+def _is_static_elf(path: Path) -> bool:
+    """True for an ELF executable without a PT_INTERP segment (no dynamic loader needed in an image)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only: what Debian amd64/arm64 ship
+                return False
+            phoff, = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError:
+        return False
+    return all(struct.unpack_from("<I", table, i * phentsize)[0] != 3 for i in range(phnum))  # 3 = PT_INTERP
+
+
+def host_tools() -> dict[str, Path]:
+    """Paths of runc, the CNI plugin dir, a static busybox and the iproute/util-linux tools, or one clear error."""
+    found: dict[str, Path] = {}
+    problems: list[str] = []
+    for tool in ("runc", *HOST_TOOLS):
+        exe = shutil.which(tool) or (f"/usr/sbin/{tool}" if os.access(f"/usr/sbin/{tool}", os.X_OK) else None)
+        if exe is None:
+            problems.append(tool)
+        else:
+            found[tool] = Path(exe)
+    cni = next((d for d in CNI_DIRS if all(os.access(d / p, os.X_OK) for p in CNI_PLUGINS)), None)
+    if cni is None:
+        problems.append(f"CNI plugins {'/'.join(CNI_PLUGINS)} (in {' or '.join(map(str, CNI_DIRS))})")
+    else:
+        found["cni"] = cni
+    busybox = next((Path(p) for p in ("/bin/busybox", "/usr/bin/busybox") if _is_static_elf(Path(p))), None)
+    if busybox is None:
+        problems.append("a static busybox")
+    else:
+        found["busybox"] = busybox
+    if problems:
+        raise HostToolsError(f"the real-node tier needs {', '.join(problems)}: "
+                             f"apt-get install {' '.join(APT_PACKAGES)} iproute2 util-linux openssl")
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    del argv
+    try:
+        bin_dir = ensure_binaries()
+        host_tools()
+    except ConformanceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(bin_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""The simulated control plane with real nodes joined to it, and the probe pointed at a real node.
+
+The real nodes carry no operand pods of the simulated operator (they are opted out with
+nvidia.com/gpu.deploy.operands=false, see RealNode._label), so the suite's layer gate rightly stops before
+the probe layer for them. probe_real_node() therefore runs the suite's own checks through ConformanceRun
+and then the suite's own Probe against the named node directly: the probe's verdict on a real container,
+not the operator's verdict on the node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpu_conformance.realnode.node import REALNODE_CIDR, ControlPlane, RealNode
+
+
+@dataclass
+class RealCluster:
+    sim: Any                                  # gpu_conformance.sim.session.BootedSim
+    nodes: list[RealNode] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Path(self.sim.kubeconfig)
+
+
+def start_real_nodes(sim: Any, count: int, gpus: int = 2) -> list[RealNode]:
+    """Join `count` real nodes (real-gpu-node-<i>) to a running simulated cluster; all or none."""
+    cp = ControlPlane.of(sim.cluster)
+    nodes: list[RealNode] = []
+    try:
+        for i in range(count):
+            nodes.append(RealNode(cp, name=f"real-gpu-node-{i}", gpus=gpus).start())
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return nodes
+
+
+@contextlib.contextmanager
+def sim_with_real_nodes(real_nodes: int = 1, gpu_nodes: int = 1, cpu_nodes: int = 0, gpus: int = 2,
+                        profile: str = "default") -> Iterator[RealCluster]:
+    """A simulated cluster (kwok GPU nodes + the simulated operator) plus real nodes; stopped on exit."""
+    from gpu_conformance.sim.session import start_sim
+
+    t0 = time.monotonic()
+    sim = start_sim(profile=profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes, quiet=True,
+                    no_proxy=(REALNODE_CIDR,))
+    rc = RealCluster(sim=sim, seconds={"sim up": round(time.monotonic() - t0, 2)})
+    try:
+        t1 = time.monotonic()
+        rc.nodes = start_real_nodes(sim, real_nodes, gpus)
+        rc.seconds["real nodes joined"] = round(time.monotonic() - t1, 2)
+        yield rc
+    finally:
+        for node in rc.nodes:
+            node.stop()
+        sim.stop()
+
+
+def probe_real_node(kubeconfig: Path, node: str, probe_timeout: float = 60.0, probe_gpus: int = 1,
+                    probe_image: str | None = None) -> Any:
+    """ConformanceRun over the cluster, then the suite's Probe on `node`; returns the run (probe_run set)."""
+    from gpu_conformance.probe import Probe
+    from gpu_conformance.session import ConformanceRun
+    from gpu_conformance.settings import Settings
+
+    settings = Settings(kubeconfig=str(kubeconfig), probe_timeout=probe_timeout, probe_gpus=probe_gpus,
+                        gpu_node_selector=f"kubernetes.io/hostname={node}")
+    if probe_image:
+        settings.probe_image = probe_image
+    run = ConformanceRun(settings.validate(), "current")
+    try:
+        run.start()
+        assert run.conn is not None and run.snapshot is not None
+        run.probe_run = Probe(run.conn, run.settings, run.snapshot).run([node])
+        run.findings.extend(run.probe_run.findings)
+    finally:
+        run.close()
+    return run

@@ -1,0 +1,221 @@
+"""The real-node tier: the probe on a real kubelet + containerd node whose fake GPU arrives through CDI.
+
+One simulated control plane (1 kwok GPU node + the simulated operator) with one real node joined, shared
+by the module; each fault is put back by its test. The last test stops everything and checks the host.
+Marked `realnode`: skipped with the reason where the machine cannot run it (not root, no namespaces...).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_conformance.cluster.connect import connect, raw_request
+from gpu_conformance.model import Status
+from gpu_conformance.probe import probe_namespace
+from gpu_conformance.realnode import fakegpu
+from gpu_conformance.realnode.cluster import RealCluster, probe_real_node, sim_with_real_nodes
+from gpu_conformance.realnode.node import KUBELET_SYSCTLS, REAL_NODE_LABEL, REALNODE_CIDR, RealNode
+from gpu_conformance.sim.nvidia_smi import gpu_uuid
+
+pytestmark = [pytest.mark.realnode, pytest.mark.sim]
+
+
+def _host_state() -> dict[str, Any]:
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True, check=True).stdout
+    return {"links": sorted(ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines()),
+            "mounts": sorted(mounts.splitlines()),
+            "sysctls": {k: (Path("/proc/sys") / k).read_text() for k in KUBELET_SYSCTLS}}
+
+
+class _Tier:
+    def __init__(self) -> None:
+        self.before = _host_state()
+        self._cm = sim_with_real_nodes(real_nodes=1, gpu_nodes=1, cpu_nodes=0, gpus=2)
+        self.rc: RealCluster = self._cm.__enter__()
+        self.node: RealNode = self.rc.nodes[0]
+        self.stopped = False
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self._cm.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def tier() -> Iterator[_Tier]:
+    t = _Tier()
+    print(f"\nreal-node tier up: {t.rc.seconds}, node steps (s since start): {t.node.timings}")
+    try:
+        yield t
+    finally:
+        t.stop()
+
+
+def _probe(t: _Tier, **kw: Any) -> tuple[Any, dict[str, Any], float]:
+    t0 = time.monotonic()
+    run = probe_real_node(t.rc.kubeconfig, t.node.name, **kw)
+    elapsed = time.monotonic() - t0
+    return run, {f.check_id: f for f in run.probe_run.findings}, elapsed
+
+
+def _wait_gpus(t: _Tier, want: str, timeout: float = 60) -> None:
+    conn = connect(str(t.rc.kubeconfig), None)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            node = t.node.get_node(conn) or {}
+            if (node.get("status", {}).get("allocatable") or {}).get("nvidia.com/gpu") == want:
+                return
+            time.sleep(0.5)
+    finally:
+        conn.close()
+    raise AssertionError(f"{t.node.name} never advertised nvidia.com/gpu={want}")
+
+
+def test_real_node_joins_with_fake_gpus(tier: _Tier) -> None:
+    conn = connect(str(tier.rc.kubeconfig), None)
+    try:
+        node = tier.node.get_node(conn)
+    finally:
+        conn.close()
+    assert node is not None
+    labels = node["metadata"]["labels"]
+    assert labels[REAL_NODE_LABEL] == "true" and labels["nvidia.com/gpu.present"] == "true"
+    assert labels["nvidia.com/gpu.deploy.operands"] == "false"
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "2"
+    assert "kwok.x-k8s.io/node" not in node["metadata"].get("annotations", {})
+    info = node["status"]["nodeInfo"]
+    assert info["kubeletVersion"] == "v1.36.3" and info["containerRuntimeVersion"] == "containerd://v2.4.2"
+    ip = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    assert ipaddress.ip_address(ip) in ipaddress.ip_network(REALNODE_CIDR)
+
+
+def test_probe_gets_the_gpu_through_cdi_without_runtime_class(tier: _Tier) -> None:
+    run, fs, elapsed = _probe(tier, probe_timeout=90)
+    print(f"\nprobe on {tier.node.name}: {elapsed:.1f}s")
+    assert {k: f.status for k, f in fs.items()} == {f"PRB-00{i}": Status.PASS for i in range(1, 5)}, fs
+    assert "CDI" in fs["PRB-004"].message
+    (pod,) = run.probe_run.pods
+    # The evidence is what the container itself printed, through the kubelet's log endpoint.
+    name = fakegpu.gpu_name(fakegpu.default_product())
+    assert f"GPU 0: {name} (UUID: {gpu_uuid(tier.node.name, 0)})" in pod["logs"]
+    assert "NVIDIA_VISIBLE_DEVICES=void" in pod["logs"] and "/dev/nvidia0" in pod["logs"]
+    assert pod["phase"] == "Succeeded" and run.probe_run.deleted
+
+
+def test_probe_with_two_gpus_lists_both(tier: _Tier) -> None:
+    run, fs, _ = _probe(tier, probe_timeout=90, probe_gpus=2)
+    assert fs["PRB-003"].status == Status.PASS, fs["PRB-003"].message
+    (pod,) = run.probe_run.pods
+    assert set(pod["gpus_seen"][i].split("(")[1].rstrip(")") for i in range(2)) == {
+        gpu_uuid(tier.node.name, 0), gpu_uuid(tier.node.name, 1)}
+
+
+def test_missing_cdi_spec_fails_fast_with_create_container_error(tier: _Tier) -> None:
+    spec = tier.node.cdi_spec
+    saved = spec.read_text()
+    spec.unlink()
+    try:
+        run, fs, elapsed = _probe(tier, probe_timeout=90)
+    finally:
+        spec.write_text(saved)
+    print(f"\nmissing CDI spec: {fs['PRB-002'].message} ({elapsed:.1f}s)")
+    assert fs["PRB-001"].status == Status.PASS
+    assert fs["PRB-002"].status == Status.FAIL
+    msg = fs["PRB-002"].message
+    assert "CreateContainerError" in msg or "RunContainerError" in msg
+    assert "unresolvable CDI devices nvidia.com/gpu=" in msg and "CDI spec" in msg
+    assert elapsed < 60, "the probe must stop at the runtime's answer, not wait out --probe-timeout"
+
+
+def test_device_plugin_in_env_var_mode_injects_no_gpu(tier: _Tier) -> None:
+    tier.node.start_device_plugin("envvar")
+    try:
+        _wait_gpus(tier, "2")
+        run, fs, elapsed = _probe(tier, probe_timeout=90)
+    finally:
+        tier.node.start_device_plugin("cdi-cri,cdi-annotations")
+        _wait_gpus(tier, "2")
+    print(f"\nenv-var mode: {fs['PRB-003'].message} | {fs['PRB-004'].message} ({elapsed:.1f}s)")
+    assert fs["PRB-002"].status == Status.PASS
+    assert fs["PRB-003"].status == Status.FAIL and "127" in fs["PRB-003"].message
+    assert fs["PRB-004"].status == Status.FAIL and "no GPU was injected" in fs["PRB-004"].message
+    (pod,) = run.probe_run.pods
+    assert f"NVIDIA_VISIBLE_DEVICES={gpu_uuid(tier.node.name, 0)}" in pod["logs"]
+
+
+def test_probe_namespace_deleted_mid_run(tier: _Tier) -> None:
+    smi = tier.node.work / "gpu" / "nvidia-smi"
+    saved = smi.read_text()
+    # A hanging nvidia-smi keeps the probe container running long enough to delete its namespace under it.
+    # Written in place: the container sees the host file through a bind mount of this inode.
+    with open(smi, "r+") as f:
+        f.write(saved.replace("#!/bin/sh\n", "#!/bin/sh\nsleep 60\n", 1))
+    result: dict[str, Any] = {}
+
+    def probe() -> None:
+        result["run"] = probe_real_node(tier.rc.kubeconfig, tier.node.name, probe_timeout=90)
+
+    conn = connect(str(tier.rc.kubeconfig), None)
+    thread = threading.Thread(target=probe)
+    t0 = time.monotonic()
+    thread.start()
+    try:
+        ns = None
+        while time.monotonic() - t0 < 60 and ns is None:
+            namespaces = json.loads(raw_request(conn.api, "GET", "/api/v1/namespaces", []))["items"]
+            for n in namespaces:
+                name = n["metadata"]["name"]
+                if name.startswith(probe_namespace("")):
+                    pods = json.loads(raw_request(conn.api, "GET", f"/api/v1/namespaces/{name}/pods", []))["items"]
+                    if pods and pods[0]["status"].get("phase") == "Running":
+                        ns = name
+            time.sleep(0.3)
+        assert ns is not None, "the probe pod never ran"
+        raw_request(conn.api, "DELETE", f"/api/v1/namespaces/{ns}", [])
+        thread.join(timeout=120)
+    finally:
+        conn.close()
+        smi.write_text(saved)
+    elapsed = time.monotonic() - t0
+    fs = {f.check_id: f for f in result["run"].probe_run.findings}
+    print(f"\nnamespace deleted: {fs['PRB-002'].message} ({elapsed:.1f}s)")
+    assert fs["PRB-001"].status == Status.PASS
+    assert fs["PRB-002"].status == Status.FAIL and "was deleted before it finished" in fs["PRB-002"].message
+    assert elapsed < 60
+
+
+def test_suite_gate_stops_before_the_probe_on_a_node_without_operands(tier: _Tier) -> None:
+    """The honest verdict of a full run: the operator's operands are opted out on the real node."""
+    run = probe_real_node(tier.rc.kubeconfig, tier.node.name, probe_timeout=90)
+    (node_verdict,) = [n for n in run.verdict().nodes if n.node == tier.node.name]
+    assert node_verdict.root_cause is not None
+    print(f"\nfull-run root cause on {tier.node.name}: {node_verdict.root_cause}")
+
+
+def test_stop_leaves_no_process_mount_interface_or_sysctl(tier: _Tier) -> None:
+    pids = [p.pid for p in tier.node.procs.values()]
+    work, cgroup_root, host_if = tier.node.work, tier.node.cgroup_root, tier.node.host_if
+    tier.stop()
+    after = _host_state()
+    # Other jobs share the machine: nothing of ours may remain, whatever they add meanwhile.
+    assert set(after["links"]) - set(tier.before["links"]) == set()
+    assert set(after["mounts"]) - set(tier.before["mounts"]) == set()
+    assert after["sysctls"] == tier.before["sysctls"]
+    assert not [p for p in pids if Path(f"/proc/{p}").exists()]
+    assert not Path(f"/sys/class/net/{host_if}").exists()
+    assert not work.exists()
+    assert not [d for d in Path("/sys/fs/cgroup").glob(f"*/{cgroup_root.lstrip('/')}")]
+    leftovers = subprocess.run(["grep", "-l", str(work), *map(str, Path("/proc").glob("[0-9]*/mountinfo"))],
+                               capture_output=True, text=True, check=False).stdout
+    assert leftovers == ""
