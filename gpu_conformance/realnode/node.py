@@ -253,15 +253,19 @@ class RealNode:
             self.start_device_plugin(self.strategy)
             self._wait_node(deadline)
             self._mark("node ready with GPUs")
+        except RealNodeError as exc:
+            # The logs are the only clue to a failed start: keep them (the message names the dir).
+            self.stop(keep_logs=True)
+            raise RealNodeError(f"{exc} [logs kept in {self.work / 'logs'}]") from None
         except BaseException:
             self.stop()
             raise
         return self
 
-    def stop(self) -> None:
+    def stop(self, keep_logs: bool = False) -> None:
         """Stop everything by PID, then remove the cgroup root, the node object and the work dir."""
         self._save()
-        stop_work_dir(self.work, procs=self.procs)
+        stop_work_dir(self.work, procs=self.procs, keep_logs=keep_logs)
         self.procs.clear()
 
     def __enter__(self) -> RealNode:
@@ -275,7 +279,7 @@ class RealNode:
 
     # ------------------------------------------------------------------ steps
     def _prepare_dirs(self) -> None:
-        for d in ("logs", "var-lib/kubelet", "var-log", "run", "sysctl", "containerd/certs.d/_default",
+        for d in ("logs", "var-lib/kubelet/device-plugins", "var-log", "run", "sysctl", "containerd/certs.d/_default",
                   "cni/conf", "cni/ipam", "kubelet/pki", "images", "gpu", "cdi"):
             (self.work / d).mkdir(parents=True, exist_ok=True)
         self._save()
@@ -626,7 +630,8 @@ def _remove_cgroup_root(cgroup_root: str) -> None:
                 d.rmdir()
 
 
-def stop_work_dir(work: Path, procs: dict[str, _Proc] | None = None, remove: bool = True) -> None:
+def stop_work_dir(work: Path, procs: dict[str, _Proc] | None = None, remove: bool = True,
+                  keep_logs: bool = False) -> None:
     """Stop a real node from its work dir's realnode.json (or the given live processes) and clean up.
 
     Order: plugin and kubelet; the pods' processes (the cgroup root); containerd; what is left in the
@@ -662,7 +667,12 @@ def stop_work_dir(work: Path, procs: dict[str, _Proc] | None = None, remove: boo
         subprocess.run(["ip", "link", "del", host_if], capture_output=True, check=False)
     _delete_node_object(state)
     if remove and work.name.startswith("gpu-rn-"):
-        shutil.rmtree(work, ignore_errors=True)
+        if keep_logs:
+            for entry in work.iterdir():
+                if entry.name != "logs":
+                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _delete_node_object(state: dict[str, Any]) -> None:

@@ -179,31 +179,28 @@ func main() {
 		if err != nil {
 			log.Fatalf("listen on %s: %v", socket, err)
 		}
+		// Register until the kubelet accepts; a starting or restarting kubelet wipes the plugin
+		// directory, so a vanished socket means: serve and register again.
+		registered := false
 		for {
-			if err = register(*pluginDir, *socketName, *resource); err == nil {
+			if _, err := os.Stat(socket); err != nil {
+				log.Printf("socket %s gone, serving and registering again", socket)
 				break
 			}
-			log.Printf("register with the kubelet: %v (retrying)", err)
-			select {
-			case <-stop:
-				srv.Stop()
-				return
-			case <-time.After(time.Second):
+			if !registered {
+				if err := register(*pluginDir, *socketName, *resource); err != nil {
+					log.Printf("register with the kubelet: %v (retrying)", err)
+				} else {
+					registered = true
+					log.Printf("registered %s with %d devices", *resource, len(p.ids))
+				}
 			}
-		}
-		log.Printf("registered %s with %d devices", *resource, len(p.ids))
-		// A restarting kubelet wipes the plugin directory: then serve and register again.
-		for restart := false; !restart; {
 			select {
 			case <-stop:
 				srv.Stop()
 				_ = os.Remove(socket)
 				return
 			case <-time.After(time.Second):
-				if _, err := os.Stat(socket); err != nil {
-					log.Printf("socket %s gone, registering again", socket)
-					restart = true
-				}
 			}
 		}
 		srv.Stop()
