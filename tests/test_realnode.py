@@ -23,7 +23,7 @@ from gpu_conformance.model import Status
 from gpu_conformance.probe import probe_namespace
 from gpu_conformance.realnode import fakegpu
 from gpu_conformance.realnode.cluster import RealCluster, probe_real_node, sim_with_real_nodes
-from gpu_conformance.realnode.node import KUBELET_SYSCTLS, REAL_NODE_LABEL, REALNODE_CIDR, RealNode
+from gpu_conformance.realnode.node import BUSYBOX_IMAGE, KUBELET_SYSCTLS, REAL_NODE_LABEL, REALNODE_CIDR, RealNode
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
 
 pytestmark = [pytest.mark.realnode, pytest.mark.sim]
@@ -95,7 +95,7 @@ def test_real_node_joins_with_fake_gpus(tier: _Tier) -> None:
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "2"
     assert "kwok.x-k8s.io/node" not in node["metadata"].get("annotations", {})
     info = node["status"]["nodeInfo"]
-    assert info["kubeletVersion"] == "v1.36.3" and info["containerRuntimeVersion"] == "containerd://v2.4.2"
+    assert info["kubeletVersion"] == "v1.36.3" and info["containerRuntimeVersion"] == "containerd://2.4.2"
     ip = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
     assert ipaddress.ip_address(ip) in ipaddress.ip_network(REALNODE_CIDR)
 
@@ -107,9 +107,11 @@ def test_probe_gets_the_gpu_through_cdi_without_runtime_class(tier: _Tier) -> No
     assert "CDI" in fs["PRB-004"].message
     (pod,) = run.probe_run.pods
     # The evidence is what the container itself printed, through the kubelet's log endpoint.
+    # The kubelet picks either GPU: the UUID listed must be the one of the device node injected.
+    (index,) = [i for i in range(tier.node.gpus) if f"/dev/nvidia{i}\n" in pod["logs"]]
     name = fakegpu.gpu_name(fakegpu.default_product())
-    assert f"GPU 0: {name} (UUID: {gpu_uuid(tier.node.name, 0)})" in pod["logs"]
-    assert "NVIDIA_VISIBLE_DEVICES=void" in pod["logs"] and "/dev/nvidia0" in pod["logs"]
+    assert f"GPU 0: {name} (UUID: {gpu_uuid(tier.node.name, index)})" in pod["logs"]
+    assert "NVIDIA_VISIBLE_DEVICES=void" in pod["logs"] and "/dev/nvidiactl" in pod["logs"]
     assert pod["phase"] == "Succeeded" and run.probe_run.deleted
 
 
@@ -148,10 +150,75 @@ def test_device_plugin_in_env_var_mode_injects_no_gpu(tier: _Tier) -> None:
         _wait_gpus(tier, "2")
     print(f"\nenv-var mode: {fs['PRB-003'].message} | {fs['PRB-004'].message} ({elapsed:.1f}s)")
     assert fs["PRB-002"].status == Status.PASS
-    assert fs["PRB-003"].status == Status.FAIL and "127" in fs["PRB-003"].message
+    # 127: the shell found no nvidia-smi (stdout and stderr interleave, so the message is either text).
+    assert fs["PRB-003"].status == Status.FAIL and fs["PRB-003"].evidence["nvidia_smi_rc"] == 127
     assert fs["PRB-004"].status == Status.FAIL and "no GPU was injected" in fs["PRB-004"].message
     (pod,) = run.probe_run.pods
-    assert f"NVIDIA_VISIBLE_DEVICES={gpu_uuid(tier.node.name, 0)}" in pod["logs"]
+    # The GPU was allocated (the legacy way: its UUID in the env), just never injected.
+    assert pod["visible_devices"] in fakegpu.uuids(tier.node.name, tier.node.gpus)
+
+
+def test_missing_probe_image_fails_at_the_pull(tier: _Tier) -> None:
+    _, fs, elapsed = _probe(tier, probe_timeout=90, probe_image="realnode.local/not-imported:1")
+    print(f"\nmissing image: {fs['PRB-002'].message} ({elapsed:.1f}s)")
+    assert fs["PRB-002"].status == Status.FAIL and "cannot be pulled (ErrImagePull" in fs["PRB-002"].message
+    assert elapsed < 60
+
+
+def _pod_holding_gpus(node: str, gpus: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-hog"},
+            "spec": {"nodeName": node, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "hog", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+def _run_gpu_hog(conn: Any, node: str, gpus: int, path: str) -> None:
+    """Run a pod holding every GPU; retried while the kubelet still frees a previous probe's GPU
+    (admission then fails with UnexpectedAdmissionError, since the pod is bound without the scheduler)."""
+    deadline = time.monotonic() + 90
+    while True:
+        raw_request(conn.api, "POST", path, [], body=_pod_holding_gpus(node, gpus))
+        while (status := json.loads(raw_request(conn.api, "GET", f"{path}/gpu-hog", []))["status"]).get(
+                "phase") not in ("Running", "Failed"):
+            assert time.monotonic() < deadline, f"the pod holding every GPU never ran: {status}"
+            time.sleep(0.5)
+        if status["phase"] == "Running":
+            return
+        assert time.monotonic() < deadline, f"the pod holding every GPU never ran: {status}"
+        raw_request(conn.api, "DELETE", f"{path}/gpu-hog", [], body={"gracePeriodSeconds": 0})
+        while json.loads(raw_request(conn.api, "GET", path, []))["items"]:
+            time.sleep(0.5)
+        time.sleep(2)
+
+
+def test_all_gpus_in_use_leaves_the_probe_unschedulable(tier: _Tier) -> None:
+    conn = connect(str(tier.rc.kubeconfig), None)
+    path = "/api/v1/namespaces/default/pods"
+    try:
+        _run_gpu_hog(conn, tier.node.name, tier.node.gpus, path)
+        _, fs, elapsed = _probe(tier, probe_timeout=90)
+    finally:
+        raw_request(conn.api, "DELETE", f"{path}/gpu-hog", [], body={"gracePeriodSeconds": 0})
+        conn.close()
+    print(f"\nall GPUs in use: {fs['PRB-001'].message} ({elapsed:.1f}s)")
+    assert fs["PRB-001"].status == Status.FAIL and "allocated to other pods" in fs["PRB-001"].message
+
+
+def test_untolerated_taint_leaves_the_probe_unschedulable(tier: _Tier) -> None:
+    conn = connect(str(tier.rc.kubeconfig), None)
+    node_path = f"/api/v1/nodes/{tier.node.name}"
+    taint = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+    try:
+        raw_request(conn.api, "PATCH", node_path, [], body={"spec": {"taints": [taint]}},
+                    content_type="application/merge-patch+json")
+        _, fs, elapsed = _probe(tier, probe_timeout=90)
+    finally:
+        raw_request(conn.api, "PATCH", node_path, [], body={"spec": {"taints": None}},
+                    content_type="application/merge-patch+json")
+        conn.close()
+    print(f"\nuntolerated taint: {fs['PRB-001'].message} ({elapsed:.1f}s)")
+    assert fs["PRB-001"].status == Status.FAIL and "taint" in fs["PRB-001"].message
 
 
 def test_probe_namespace_deleted_mid_run(tier: _Tier) -> None:

@@ -250,7 +250,7 @@ class RealNode:
             self._mark("images")
             fakegpu.write_stack(self.name, self.gpus, self.cdi_dir, self.work / "gpu" / "nvidia-smi")
             self._start_kubelet()
-            self.start_device_plugin(self.strategy)
+            self.start_device_plugin(self.strategy, wait=None)
             self._wait_node(deadline)
             self._mark("node ready with GPUs")
         except RealNodeError as exc:
@@ -512,16 +512,31 @@ temp = '{w}/containerd/tmp'
                                 f"--hostname-override={self.name}", f"--node-ip={self.node_ip}",
                                 f"--cert-dir={self.work / 'kubelet' / 'serving'}", "--v=1"])
 
-    def start_device_plugin(self, strategy: str) -> None:
-        """(Re)start the fake device plugin with a device-list strategy (cdi-cri, cdi-annotations, envvar)."""
+    def start_device_plugin(self, strategy: str, wait: float | None = 30.0) -> None:
+        """(Re)start the fake device plugin with a device-list strategy (cdi-cri, cdi-annotations, envvar).
+
+        Waits up to `wait` seconds until it registered with the kubelet (None: do not wait, as at start,
+        where the kubelet is not listening yet and _wait_node waits for the GPUs instead).
+        """
         assert self.bin_dir is not None
         old = self.procs.pop("device-plugin", None)
         if old is not None:
             _stop_pid(old.pid, old.start_time, old.popen)
         self.strategy = strategy
-        self._spawn("device-plugin", [str(self.bin_dir / "fake-gpu-device-plugin"),
-                                      f"--devices={','.join(fakegpu.uuids(self.name, self.gpus))}",
-                                      f"--cdi-kind={fakegpu.CDI_KIND}", f"--strategy={strategy}"])
+        log = self.log("device-plugin")
+        registered_before = _count_lines(log, "registered nvidia.com/gpu")
+        proc = self._spawn("device-plugin", [str(self.bin_dir / "fake-gpu-device-plugin"),
+                                             f"--devices={','.join(fakegpu.uuids(self.name, self.gpus))}",
+                                             f"--cdi-kind={fakegpu.CDI_KIND}", f"--strategy={strategy}"])
+        if wait is None:
+            return
+        # Until the kubelet has the new endpoint, Allocate fails and pods bound here fail admission.
+        deadline = time.monotonic() + wait
+        while _count_lines(log, "registered nvidia.com/gpu") <= registered_before:
+            if (proc.popen is not None and proc.popen.poll() is not None) or time.monotonic() > deadline:
+                raise RealNodeError(f"real node {self.name}: the fake device plugin did not register "
+                                    f"({_last_line(log)}; log: {log})")
+            time.sleep(0.1)
 
     def _wait_node(self, deadline: float) -> None:
         from gpu_conformance.cluster.connect import connect
@@ -592,6 +607,13 @@ temp = '{w}/containerd/tmp'
 
 
 # ---------------------------------------------------------------------- teardown (also for `sim down`)
+
+def _count_lines(log: Path, text: str) -> int:
+    try:
+        return sum(text in line for line in log.read_text(errors="replace").splitlines())
+    except OSError:
+        return 0
+
 
 def _cgroup_hierarchies() -> list[Path]:
     root = Path("/sys/fs/cgroup")
