@@ -22,7 +22,7 @@ def _sim_up(a: argparse.Namespace) -> int:
     # Before building or booting anything: only a new, empty or sim-marked directory will do.
     claim_state_dir(state)
     booted = start_sim(a.profile, a.gpu_nodes, a.cpu_nodes, a.fault, state_dir=state, detach=True,
-                       operator=a.operator)
+                       operator=a.operator, real_nodes=a.real_nodes)
     print(booted.kubeconfig)
     return 0
 
@@ -34,8 +34,12 @@ def _sim_down(a: argparse.Namespace) -> int:
     if not state.exists():
         print(f"no simulated cluster state in {state}", file=sys.stderr)
         return 0
+    from gpu_conformance.realnode.cluster import stop_recorded_real_nodes
+
+    real = stop_recorded_real_nodes(state)
     stop_state_dir(state)
-    print(f"stopped the simulated cluster in {state}", file=sys.stderr)
+    print(f"stopped the simulated cluster in {state}{f' and its {real} real node(s)' if real else ''}",
+          file=sys.stderr)
     return 0
 
 
@@ -93,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--operator", choices=("sim", "real"), default="sim",
                     help="sim: the hand-written operator (every profile); real: the real GPU Operator v25.3.4 "
                          "binary built from its Go module (profile v25.3; needs root for a mount namespace)")
+    up.add_argument("--real-nodes", type=int, default=0,
+                    help="also join N real kubelet + containerd nodes with fake GPUs (root; see README)")
     up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
     up.set_defaults(func=_sim_up)
     down = sim.add_parser("down", help="stop the simulated cluster and remove its state")

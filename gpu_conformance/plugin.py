@@ -63,6 +63,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--sim-fault", action="append", default=[], help="fault to inject into --cluster=sim (repeatable)")
     g.addoption("--sim-operator", default="sim", choices=("sim", "real"),
                 help="operator of --cluster=sim: the hand-written one (default) or the real v25.3.4 binary")
+    g.addoption("--sim-real-nodes", default=0, type=int,
+                help="real kubelet + containerd nodes with fake GPUs to join to --cluster=sim (needs root)")
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
@@ -77,7 +79,8 @@ def settings_from_config(config: pytest.Config) -> Settings:
     s = Settings(**values)
     s.extra = {"sim_profile": config.getoption("sim_profile"), "sim_gpu_nodes": config.getoption("sim_gpu_nodes"),
                "sim_cpu_nodes": config.getoption("sim_cpu_nodes"), "sim_faults": config.getoption("sim_fault"),
-               "sim_operator": config.getoption("sim_operator")}
+               "sim_operator": config.getoption("sim_operator"),
+               "sim_real_nodes": config.getoption("sim_real_nodes")}
     return s.validate()
 
 

@@ -40,7 +40,7 @@ def _host_state() -> dict[str, Any]:
 class _Tier:
     def __init__(self) -> None:
         self.before = _host_state()
-        self._cm = sim_with_real_nodes(real_nodes=1, gpu_nodes=1, cpu_nodes=0, gpus=2)
+        self._cm = sim_with_real_nodes(real_nodes=1, gpu_nodes=1, cpu_nodes=0)
         self.rc: RealCluster = self._cm.__enter__()
         self.node: RealNode = self.rc.nodes[0]
         self.stopped = False
@@ -286,3 +286,31 @@ def test_stop_leaves_no_process_mount_interface_or_sysctl(tier: _Tier) -> None:
     leftovers = subprocess.run(["grep", "-l", str(work), *map(str, Path("/proc").glob("[0-9]*/mountinfo"))],
                                capture_output=True, text=True, check=False).stdout
     assert leftovers == ""
+
+
+def test_sim_up_with_real_nodes_and_sim_down(tmp_path: Path) -> None:
+    """The CLI: `sim up --real-nodes 1` leaves a detached cluster with a joined real node; `sim down` stops
+    every process of both by PID and leaves nothing behind."""
+    from gpu_conformance.cli import main
+    from gpu_conformance.realnode.cluster import REAL_NODES_FILE
+
+    before = _host_state()
+    state = tmp_path / "sim"
+    assert main(["sim", "up", "--gpu-nodes", "1", "--cpu-nodes", "0", "--real-nodes", "1",
+                 "--state-dir", str(state)]) == 0
+    try:
+        (work,) = map(Path, json.loads((state / REAL_NODES_FILE).read_text()))
+        pids = [p["pid"] for p in json.loads((work / "realnode.json").read_text())["processes"].values()]
+        conn = connect(str(state / "kubeconfig"), None)
+        try:
+            node = json.loads(raw_request(conn.api, "GET", "/api/v1/nodes/real-gpu-node-0", []))
+        finally:
+            conn.close()
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "2"
+    finally:
+        assert main(["sim", "down", "--state-dir", str(state)]) == 0
+    after = _host_state()
+    assert not state.exists() and not work.exists()
+    assert not [p for p in pids if Path(f"/proc/{p}").exists()]
+    assert set(after["links"]) - set(before["links"]) == set()
+    assert set(after["mounts"]) - set(before["mounts"]) == set()

@@ -10,13 +10,14 @@ not the operator's verdict on the node.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu_conformance.realnode.node import REALNODE_CIDR, ControlPlane, RealNode
+from gpu_conformance.realnode.node import ControlPlane, RealNode, stop_work_dir
 
 
 @dataclass
@@ -31,6 +32,7 @@ class RealCluster:
 
 
 def start_real_nodes(sim: Any, count: int, gpus: int = 2) -> list[RealNode]:
+    # sim: a BootedSim whose cluster was started with no_proxy including REALNODE_CIDR.
     """Join `count` real nodes (real-gpu-node-<i>) to a running simulated cluster; all or none."""
     cp = ControlPlane.of(sim.cluster)
     nodes: list[RealNode] = []
@@ -44,24 +46,41 @@ def start_real_nodes(sim: Any, count: int, gpus: int = 2) -> list[RealNode]:
     return nodes
 
 
+REAL_NODES_FILE = "realnodes.json"
+
+
+def record_real_nodes(state_dir: Path, nodes: list[RealNode]) -> None:
+    """Remember a detached cluster's real nodes in its state dir, for `sim down`."""
+    (state_dir / REAL_NODES_FILE).write_text(json.dumps([str(n.work) for n in nodes]) + "\n")
+
+
+def stop_recorded_real_nodes(state_dir: Path) -> int:
+    """Stop the real nodes `sim up --real-nodes` recorded in state_dir (by PID); returns how many."""
+    path = state_dir / REAL_NODES_FILE
+    try:
+        works = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    for work in works:
+        stop_work_dir(Path(work))
+    path.unlink(missing_ok=True)
+    return len(works)
+
+
 @contextlib.contextmanager
-def sim_with_real_nodes(real_nodes: int = 1, gpu_nodes: int = 1, cpu_nodes: int = 0, gpus: int = 2,
+def sim_with_real_nodes(real_nodes: int = 1, gpu_nodes: int = 1, cpu_nodes: int = 0,
                         profile: str = "default") -> Iterator[RealCluster]:
     """A simulated cluster (kwok GPU nodes + the simulated operator) plus real nodes; stopped on exit."""
     from gpu_conformance.sim.session import start_sim
 
     t0 = time.monotonic()
-    sim = start_sim(profile=profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes, quiet=True,
-                    no_proxy=(REALNODE_CIDR,))
-    rc = RealCluster(sim=sim, seconds={"sim up": round(time.monotonic() - t0, 2)})
+    sim = start_sim(profile=profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes, quiet=True, real_nodes=real_nodes)
+    rc = RealCluster(sim=sim, nodes=list(sim.real_nodes),
+                     seconds={"sim up": round(sim.boot_seconds + sim.install_seconds, 2),
+                              "total with real nodes": round(time.monotonic() - t0, 2)})
     try:
-        t1 = time.monotonic()
-        rc.nodes = start_real_nodes(sim, real_nodes, gpus)
-        rc.seconds["real nodes joined"] = round(time.monotonic() - t1, 2)
         yield rc
     finally:
-        for node in rc.nodes:
-            node.stop()
         sim.stop()
 
 

@@ -19,12 +19,16 @@ class BootedSim:
         self.install = install
         self.boot_seconds = boot_seconds
         self.install_seconds = install_seconds
+        self.real_nodes: list[Any] = []   # gpu_conformance.realnode.node.RealNode, joined after the install
 
     @property
     def kubeconfig(self) -> Path:
         return self.cluster.kubeconfig
 
     def stop(self) -> None:
+        for node in self.real_nodes:
+            node.stop()
+        self.real_nodes = []
         self.cluster.stop()
 
 
@@ -33,7 +37,7 @@ OPERATORS = ("sim", "real")
 
 def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, faults: list[str] | None = None,
               state_dir: Path | None = None, detach: bool = False, quiet: bool = False,
-              operator: str = "sim", no_proxy: tuple[str, ...] = ()) -> BootedSim:
+              operator: str = "sim", no_proxy: tuple[str, ...] = (), real_nodes: int = 0) -> BootedSim:
     """Boot the control plane and install an operator: the hand-written one ("sim", every profile) or the
     real v25.3.4 binary ("real", profile v25.3; "default" means that one)."""
     from gpu_conformance.sim import faults as fault_catalogue
@@ -52,8 +56,17 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
     for f in faults or []:
         if f not in fault_catalogue.FAULTS:
             raise UsageError(f"unknown sim fault {f!r} (see: gpu-conformance sim faults)")
-    if gpu_nodes < 0 or cpu_nodes < 0:
-        raise UsageError("--sim-gpu-nodes/--sim-cpu-nodes must not be negative")
+    if gpu_nodes < 0 or cpu_nodes < 0 or real_nodes < 0:
+        raise UsageError("--sim-gpu-nodes/--sim-cpu-nodes/--sim-real-nodes must not be negative")
+    if real_nodes:
+        from gpu_conformance.realnode.binaries import ensure_binaries as ensure_realnode_binaries
+        from gpu_conformance.realnode.node import REALNODE_CIDR, RealNodeUnsupported, unsupported_reason
+
+        reason = unsupported_reason()
+        if reason:
+            raise RealNodeUnsupported(f"--real-nodes: {reason}")
+        ensure_realnode_binaries()
+        no_proxy = (*no_proxy, REALNODE_CIDR)
     bin_dir = ensure_binaries()
     t0 = time.monotonic()
     cluster = SimCluster(state_dir=state_dir, bin_dir=bin_dir, log_containers=LOG_CONTAINERS, no_proxy=no_proxy)
@@ -82,16 +95,32 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
         cluster.stop()  # a half-installed cluster is of no use, detached or not
         raise
     t2 = time.monotonic()
+    booted = BootedSim(cluster, inst, t1 - t0, t2 - t1)
+    if real_nodes:
+        from gpu_conformance.realnode.cluster import start_real_nodes
+
+        try:
+            booted.real_nodes = start_real_nodes(booted, real_nodes)
+        except BaseException:
+            cluster.stop()
+            raise
+        if state_dir is not None:
+            from gpu_conformance.realnode.cluster import record_real_nodes
+
+            record_real_nodes(cluster.state_dir, booted.real_nodes)
     if not quiet:
         who = "real operator v25.3.4" if operator == "real" else "operator"
         print(f"gpu-conformance: simulated cluster up in {t1 - t0:.1f}s, {who} profile {profile!r} installed "
               f"in {t2 - t1:.1f}s ({gpu_nodes} GPU + {cpu_nodes} CPU nodes"
-              f"{', faults: ' + ', '.join(faults) if faults else ''})", file=sys.stderr)
-    return BootedSim(cluster, inst, t1 - t0, t2 - t1)
+              f"{', faults: ' + ', '.join(faults) if faults else ''}"
+              f"{f'; {real_nodes} real node(s) joined in {time.monotonic() - t2:.1f}s' if real_nodes else ''})",
+              file=sys.stderr)
+    return booted
 
 
 def boot_sim(settings: Settings) -> BootedSim:
     extra = settings.extra
     return start_sim(profile=extra.get("sim_profile", "default"), gpu_nodes=int(extra.get("sim_gpu_nodes", 3)),
                      cpu_nodes=int(extra.get("sim_cpu_nodes", 1)), faults=list(extra.get("sim_faults") or []),
-                     operator=str(extra.get("sim_operator") or "sim"))
+                     operator=str(extra.get("sim_operator") or "sim"),
+                     real_nodes=int(extra.get("sim_real_nodes") or 0))
