@@ -34,7 +34,7 @@ def _sim_down(a: argparse.Namespace) -> int:
     if not state.exists():
         print(f"no simulated cluster state in {state}", file=sys.stderr)
         return 0
-    from gpu_conformance.realnode.cluster import stop_recorded_real_nodes
+    from gpu_conformance.sim.realnode.cluster import stop_recorded_real_nodes
 
     real = stop_recorded_real_nodes(state)
     stop_state_dir(state)

@@ -185,18 +185,30 @@ class Probe:
         if create:
             message = create.get("message", "")
             hint = f" — {CDI_HINT}" if "CDI" in message else ""
-            f.append(Finding("PRB-002", Status.FAIL,
+            f.append(Finding(Status.FAIL,
                              f"probe container could not be created ({create.get('reason')}): {message}{hint}",
                              node=node, evidence={"pod": pod_name, "waiting": create, "events": events},
-                             kubectl=kubectl))
+                             kubectl=kubectl, check_id="PRB-002"))
+            return f
+        status = pod.get("status", {})
+        ran = any(cs.get("state", {}).get("terminated") or cs.get("state", {}).get("running")
+                  for cs in status.get("containerStatuses") or [])
+        if phase == "Failed" and status.get("reason") and not ran:
+            # The kubelet refused the pod at admission (e.g. UnexpectedAdmissionError when the device plugin
+            # cannot hand out the GPU the scheduler counted as free): no container ever ran.
+            f.append(Finding(Status.FAIL,
+                             f"the kubelet on {node} rejected the probe pod ({status.get('reason')}): "
+                             f"{status.get('message', '')}".rstrip(": "), node=node,
+                             evidence={"pod": pod_name, "status": status, "events": events},
+                             kubectl=kubectl, check_id="PRB-002"))
             return f
         deleted = pod.get(VANISHED) or pod.get("metadata", {}).get("deletionTimestamp")
         if deleted and phase not in ("Succeeded", "Failed"):
-            f.append(Finding("PRB-002", Status.FAIL,
+            f.append(Finding(Status.FAIL,
                              f"probe pod {pod_name} was deleted before it finished (phase {phase or '?'}): "
                              f"namespace {self.ns} was deleted while the probe ran", node=node,
                              evidence={"pod": pod_name, "status": pod.get("status", {}), "events": events},
-                             kubectl=f"kubectl get namespace {self.ns}"))
+                             kubectl=f"kubectl get namespace {self.ns}", check_id="PRB-002"))
             return f
         if phase not in ("Succeeded", "Failed"):
             f.append(Finding(Status.FAIL,

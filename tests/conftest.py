@@ -39,9 +39,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def _realnode_setup() -> None:
     if "realnode" not in _binaries:
-        from gpu_conformance.realnode import binaries as rnbin
-        from gpu_conformance.realnode.node import unsupported_reason
         from gpu_conformance.sim.binaries import GoNotFoundError
+        from gpu_conformance.sim.realnode import binaries as rnbin
+        from gpu_conformance.sim.realnode.node import unsupported_reason
 
         reason = unsupported_reason()
         if reason is None:

@@ -20,13 +20,37 @@ import pytest
 
 from gpu_conformance.cluster.connect import connect, raw_request
 from gpu_conformance.model import Status
-from gpu_conformance.probe import probe_namespace
-from gpu_conformance.realnode import fakegpu
-from gpu_conformance.realnode.cluster import RealCluster, probe_real_node, sim_with_real_nodes
-from gpu_conformance.realnode.node import BUSYBOX_IMAGE, KUBELET_SYSCTLS, REAL_NODE_LABEL, REALNODE_CIDR, RealNode
+from gpu_conformance.probe import Probe, probe_namespace
+from gpu_conformance.session import ConformanceRun
+from gpu_conformance.settings import Settings
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
+from gpu_conformance.sim.realnode import fakegpu
+from gpu_conformance.sim.realnode.cluster import RealCluster, sim_with_real_nodes
+from gpu_conformance.sim.realnode.node import BUSYBOX_IMAGE, KUBELET_SYSCTLS, REAL_NODE_LABEL, REALNODE_CIDR, RealNode
 
 pytestmark = [pytest.mark.realnode, pytest.mark.sim]
+
+
+def probe_real_node(kubeconfig: Path, node: str, probe_timeout: float = 60.0, probe_gpus: int = 1,
+                    probe_image: str | None = None) -> ConformanceRun:
+    """The suite's checks through ConformanceRun, then the suite's own Probe on `node`.
+
+    The real node has no operand pods (opted out), so the layer gate would never probe it: the probe is
+    what this tier proves, so it is called on the node directly. The run keeps the full verdict too.
+    """
+    settings = Settings(kubeconfig=str(kubeconfig), probe_timeout=probe_timeout, probe_gpus=probe_gpus,
+                        gpu_node_selector=f"kubernetes.io/hostname={node}")
+    if probe_image:
+        settings.probe_image = probe_image
+    run = ConformanceRun(settings.validate(), "current")
+    try:
+        run.start()
+        assert run.conn is not None and run.snapshot is not None
+        run.probe_run = Probe(run.conn, run.settings, run.snapshot).run([node])
+        run.findings.extend(run.probe_run.findings)
+    finally:
+        run.close()
+    return run
 
 
 def _host_state() -> dict[str, Any]:
@@ -61,7 +85,17 @@ def tier() -> Iterator[_Tier]:
         t.stop()
 
 
+def _wait_previous_probes_gone(t: _Tier, timeout: float = 60) -> None:
+    # The kubelet hands a GPU out again only once the previous probe's pod is gone from the node; a pod
+    # scheduled earlier is rejected at admission (UnexpectedAdmissionError, reported by PRB-002).
+    deadline = time.monotonic() + timeout
+    while t.node.containers_of(probe_namespace("")):
+        assert time.monotonic() < deadline, "a previous probe pod's containers never went away"
+        time.sleep(0.5)
+
+
 def _probe(t: _Tier, **kw: Any) -> tuple[Any, dict[str, Any], float]:
+    _wait_previous_probes_gone(t)
     t0 = time.monotonic()
     run = probe_real_node(t.rc.kubeconfig, t.node.name, **kw)
     elapsed = time.monotonic() - t0
@@ -201,6 +235,9 @@ def test_all_gpus_in_use_leaves_the_probe_unschedulable(tier: _Tier) -> None:
     finally:
         raw_request(conn.api, "DELETE", f"{path}/gpu-hog", [], body={"gracePeriodSeconds": 0})
         conn.close()
+        deadline = time.monotonic() + 60
+        while tier.node.containers_of("default$") and time.monotonic() < deadline:
+            time.sleep(0.5)
     print(f"\nall GPUs in use: {fs['PRB-001'].message} ({elapsed:.1f}s)")
     assert fs["PRB-001"].status == Status.FAIL and "allocated to other pods" in fs["PRB-001"].message
 
@@ -262,12 +299,14 @@ def test_probe_namespace_deleted_mid_run(tier: _Tier) -> None:
     assert elapsed < 60
 
 
-def test_suite_gate_stops_before_the_probe_on_a_node_without_operands(tier: _Tier) -> None:
-    """The honest verdict of a full run: the operator's operands are opted out on the real node."""
+def test_full_run_lists_the_real_node_as_excluded_not_judged(tier: _Tier) -> None:
+    """The honest verdict of a full run: the operator's operands are opted out on the real node
+    (nvidia.com/gpu.deploy.operands=false), so the suite lists it as excluded and does not judge it."""
     run = probe_real_node(tier.rc.kubeconfig, tier.node.name, probe_timeout=90)
-    (node_verdict,) = [n for n in run.verdict().nodes if n.node == tier.node.name]
-    assert node_verdict.root_cause is not None
-    print(f"\nfull-run root cause on {tier.node.name}: {node_verdict.root_cause}")
+    assert tier.node.name not in [n.node for n in run.verdict().nodes]
+    (warn,) = [f for f in run.findings if f.node == tier.node.name and f.check_id == "NFD-004"]
+    print(f"\nfull run on {tier.node.name}: {warn.status} {warn.message}")
+    assert warn.status == Status.WARN and "not judged" in warn.message
 
 
 def test_stop_leaves_no_process_mount_interface_or_sysctl(tier: _Tier) -> None:
@@ -292,7 +331,7 @@ def test_sim_up_with_real_nodes_and_sim_down(tmp_path: Path) -> None:
     """The CLI: `sim up --real-nodes 1` leaves a detached cluster with a joined real node; `sim down` stops
     every process of both by PID and leaves nothing behind."""
     from gpu_conformance.cli import main
-    from gpu_conformance.realnode.cluster import REAL_NODES_FILE
+    from gpu_conformance.sim.realnode.cluster import REAL_NODES_FILE
 
     before = _host_state()
     state = tmp_path / "sim"

@@ -15,9 +15,9 @@ from test_probe_output import _pod, _probe
 from gpu_conformance.model import Status
 from gpu_conformance.probe import VANISHED
 from gpu_conformance.probe_output import parse_probe_output
-from gpu_conformance.realnode import binaries as rnbin
-from gpu_conformance.realnode import fakegpu, oci
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
+from gpu_conformance.sim.realnode import binaries as rnbin
+from gpu_conformance.sim.realnode import fakegpu, oci
 
 
 def test_oci_archive_is_a_consistent_image_layout(tmp_path: Path) -> None:
@@ -91,3 +91,12 @@ def test_probe_reports_a_pod_deleted_under_it() -> None:
     fs = _probe().judge("gpu-node-1", pod, [], parse_probe_output(""))
     assert fs[1].check_id == "PRB-002" and fs[1].status == Status.FAIL
     assert "was deleted before it finished" in fs[1].message
+
+
+def test_probe_reports_a_pod_the_kubelet_rejected() -> None:
+    pod = _pod("gpu-node-1", "Failed")
+    pod["status"].update(reason="UnexpectedAdmissionError", message="Allocate failed due to requested number of "
+                         "devices unavailable for nvidia.com/gpu. Requested: 2, Available: 1, which is unexpected")
+    fs = _probe().judge("gpu-node-1", pod, [], parse_probe_output(""))
+    assert [(f.check_id, f.status) for f in fs] == [("PRB-001", Status.PASS), ("PRB-002", Status.FAIL)]
+    assert "rejected the probe pod (UnexpectedAdmissionError)" in fs[1].message

@@ -19,7 +19,7 @@ class BootedSim:
         self.install = install
         self.boot_seconds = boot_seconds
         self.install_seconds = install_seconds
-        self.real_nodes: list[Any] = []   # gpu_conformance.realnode.node.RealNode, joined after the install
+        self.real_nodes: list[Any] = []   # gpu_conformance.sim.realnode.node.RealNode, joined after the install
 
     @property
     def kubeconfig(self) -> Path:
@@ -59,8 +59,8 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
     if gpu_nodes < 0 or cpu_nodes < 0 or real_nodes < 0:
         raise UsageError("--sim-gpu-nodes/--sim-cpu-nodes/--sim-real-nodes must not be negative")
     if real_nodes:
-        from gpu_conformance.realnode.binaries import ensure_binaries as ensure_realnode_binaries
-        from gpu_conformance.realnode.node import REALNODE_CIDR, RealNodeUnsupported, unsupported_reason
+        from gpu_conformance.sim.realnode.binaries import ensure_binaries as ensure_realnode_binaries
+        from gpu_conformance.sim.realnode.node import REALNODE_CIDR, RealNodeUnsupported, unsupported_reason
 
         reason = unsupported_reason()
         if reason:
@@ -97,7 +97,7 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
     t2 = time.monotonic()
     booted = BootedSim(cluster, inst, t1 - t0, t2 - t1)
     if real_nodes:
-        from gpu_conformance.realnode.cluster import start_real_nodes
+        from gpu_conformance.sim.realnode.cluster import start_real_nodes
 
         try:
             booted.real_nodes = start_real_nodes(booted, real_nodes)
@@ -105,7 +105,7 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
             cluster.stop()
             raise
         if state_dir is not None:
-            from gpu_conformance.realnode.cluster import record_real_nodes
+            from gpu_conformance.sim.realnode.cluster import record_real_nodes
 
             record_real_nodes(cluster.state_dir, booted.real_nodes)
     if not quiet:

@@ -39,10 +39,10 @@ from typing import Any
 import yaml
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.realnode import binaries as rnbin
-from gpu_conformance.realnode import fakegpu, oci
 from gpu_conformance.sim.controlplane import _last_line
 from gpu_conformance.sim.controlplane import _proc_start_time as _start_time
+from gpu_conformance.sim.realnode import binaries as rnbin
+from gpu_conformance.sim.realnode import fakegpu, oci
 
 # Node and host ends of each node's veth pair live in a /30 of this range; the simulated API server is
 # told not to proxy it (SimCluster no_proxy), and nothing else on the machine is expected to use it.
@@ -240,7 +240,7 @@ class RealNode:
             self._mounts()
             self._network()
             self._mark("namespaces")
-            self._spawn("relay", [sys.executable, "-m", "gpu_conformance.realnode.relay",
+            self._spawn("relay", [sys.executable, "-m", "gpu_conformance.sim.realnode.relay",
                                   f"--netns-pid={self.holder_pid}", f"--port={self.cp.api_port}"], in_ns=False)
             self._cgroups()
             self._node_credentials()
@@ -457,6 +457,12 @@ temp = '{w}/containerd/tmp'
         assert self.bin_dir is not None
         return self._ns_run(str(self.bin_dir / "ctr"), f"--address={self.containerd_socket}", "--namespace=k8s.io",
                             *args, check=check)
+
+    def containers_of(self, namespace_prefix: str) -> list[str]:
+        """IDs of the containers (sandboxes included) containerd still has for pods in matching namespaces."""
+        out = self.ctr("containers", "ls", "--quiet",
+                       f'labels."io.kubernetes.pod.namespace"~="^{namespace_prefix}"', check=False)
+        return out.stdout.split()
 
     def _import_images(self) -> None:
         from gpu_conformance.settings import DEFAULT_PROBE_IMAGE

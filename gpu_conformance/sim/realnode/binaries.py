@@ -11,7 +11,7 @@ From Debian (`apt-get install runc containernetworking-plugins busybox-static`, 
 nsexec part is C, no CGO-free build exists), the bridge/host-local/loopback CNI plugins and a static
 busybox for the images' root filesystem.
 
-    python -m gpu_conformance.realnode.binaries     # build if needed, print the bin dir
+    python -m gpu_conformance.sim.realnode.binaries     # build if needed, print the bin dir
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ opens its listening socket inside the node's namespace (setns on this thread, bi
 forwards every connection to the host's loopback, so the kubelet talks TLS to https://127.0.0.1:<port>
 unchanged and nothing listens on a host address.
 
-    python -m gpu_conformance.realnode.relay --netns-pid PID --port PORT
+    python -m gpu_conformance.sim.realnode.relay --netns-pid PID --port PORT
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ async def _serve(sock: socket.socket, port: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpu_conformance.realnode.relay", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m gpu_conformance.sim.realnode.relay", description=__doc__)
     p.add_argument("--netns-pid", type=int, required=True)
     p.add_argument("--port", type=int, required=True)
     a = p.parse_args(argv)

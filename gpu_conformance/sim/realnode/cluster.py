@@ -1,10 +1,8 @@
-"""The simulated control plane with real nodes joined to it, and the probe pointed at a real node.
+"""The simulated control plane with real nodes joined to it (`sim up --real-nodes`, the tier's tests).
 
 The real nodes carry no operand pods of the simulated operator (they are opted out with
 nvidia.com/gpu.deploy.operands=false, see RealNode._label), so the suite's layer gate rightly stops before
-the probe layer for them. probe_real_node() therefore runs the suite's own checks through ConformanceRun
-and then the suite's own Probe against the named node directly: the probe's verdict on a real container,
-not the operator's verdict on the node.
+the probe layer for them; the tier's tests run the suite's own Probe on them directly.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpu_conformance.realnode.node import ControlPlane, RealNode, stop_work_dir
+from gpu_conformance.sim.realnode.node import ControlPlane, RealNode, stop_work_dir
 
 
 @dataclass
@@ -82,25 +80,3 @@ def sim_with_real_nodes(real_nodes: int = 1, gpu_nodes: int = 1, cpu_nodes: int 
         yield rc
     finally:
         sim.stop()
-
-
-def probe_real_node(kubeconfig: Path, node: str, probe_timeout: float = 60.0, probe_gpus: int = 1,
-                    probe_image: str | None = None) -> Any:
-    """ConformanceRun over the cluster, then the suite's Probe on `node`; returns the run (probe_run set)."""
-    from gpu_conformance.probe import Probe
-    from gpu_conformance.session import ConformanceRun
-    from gpu_conformance.settings import Settings
-
-    settings = Settings(kubeconfig=str(kubeconfig), probe_timeout=probe_timeout, probe_gpus=probe_gpus,
-                        gpu_node_selector=f"kubernetes.io/hostname={node}")
-    if probe_image:
-        settings.probe_image = probe_image
-    run = ConformanceRun(settings.validate(), "current")
-    try:
-        run.start()
-        assert run.conn is not None and run.snapshot is not None
-        run.probe_run = Probe(run.conn, run.settings, run.snapshot).run([node])
-        run.findings.extend(run.probe_run.findings)
-    finally:
-        run.close()
-    return run
