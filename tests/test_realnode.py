@@ -53,9 +53,18 @@ def probe_real_node(kubeconfig: Path, node: str, probe_timeout: float = 60.0, pr
     return run
 
 
+def _ours(entries: set[str]) -> set[str]:
+    """The tier's mounts (their sources are in its gpu-rn-* work dirs) and veth ends (grn*) among entries.
+
+    Other jobs share the machine and may add mounts or links meanwhile: only ours count.
+    """
+    return {e for e in entries if "gpu-rn-" in e or e.startswith("grn")}
+
+
 def _host_state() -> dict[str, Any]:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True, check=True).stdout
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET,SOURCE"], capture_output=True, text=True,
+                            check=True).stdout
     return {"links": sorted(ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines()),
             "mounts": sorted(mounts.splitlines()),
             "sysctls": {k: (Path("/proc/sys") / k).read_text() for k in KUBELET_SYSCTLS}}
@@ -314,9 +323,8 @@ def test_stop_leaves_no_process_mount_interface_or_sysctl(tier: _Tier) -> None:
     work, cgroup_root, host_if = tier.node.work, tier.node.cgroup_root, tier.node.host_if
     tier.stop()
     after = _host_state()
-    # Other jobs share the machine: nothing of ours may remain, whatever they add meanwhile.
-    assert set(after["links"]) - set(tier.before["links"]) == set()
-    assert set(after["mounts"]) - set(tier.before["mounts"]) == set()
+    assert _ours(set(after["links"]) - set(tier.before["links"])) == set()
+    assert _ours(set(after["mounts"]) - set(tier.before["mounts"])) == set()
     assert after["sysctls"] == tier.before["sysctls"]
     assert not [p for p in pids if Path(f"/proc/{p}").exists()]
     assert not Path(f"/sys/class/net/{host_if}").exists()
@@ -351,5 +359,5 @@ def test_sim_up_with_real_nodes_and_sim_down(tmp_path: Path) -> None:
     after = _host_state()
     assert not state.exists() and not work.exists()
     assert not [p for p in pids if Path(f"/proc/{p}").exists()]
-    assert set(after["links"]) - set(before["links"]) == set()
-    assert set(after["mounts"]) - set(before["mounts"]) == set()
+    assert _ours(set(after["links"]) - set(before["links"])) == set()
+    assert _ours(set(after["mounts"]) - set(before["mounts"])) == set()
