@@ -10,6 +10,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import pytest
 from test_probe_output import _pod, _probe
 
 from gpu_conformance.model import Status
@@ -100,3 +101,23 @@ def test_probe_reports_a_pod_the_kubelet_rejected() -> None:
     fs = _probe().judge("gpu-node-1", pod, [], parse_probe_output(""))
     assert [(f.check_id, f.status) for f in fs] == [("PRB-001", Status.PASS), ("PRB-002", Status.FAIL)]
     assert "rejected the probe pod (UnexpectedAdmissionError)" in fs[1].message
+
+
+def test_unsupported_machine_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpu_conformance.cli import main
+    from gpu_conformance.sim.realnode import node
+
+    monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
+    assert node.unsupported_reason() == "the real-node tier needs root (namespaces, mounts, cgroups, veth)"
+    # `sim up --real-nodes` stops before building or starting anything, with that line.
+    assert main(["sim", "up", "--real-nodes", "1", "--state-dir", "/nonexistent/never-created"]) == 3
+    assert not Path("/nonexistent/never-created").exists()
+
+
+def test_missing_debian_tools_name_the_apt_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rnbin.shutil, "which", lambda tool: None)
+    monkeypatch.setattr(rnbin.os, "access", lambda path, mode: False)
+    with pytest.raises(rnbin.HostToolsError) as e:
+        rnbin.host_tools()
+    msg = str(e.value)
+    assert msg.startswith("the real-node tier needs runc, ip") and "apt-get install runc" in msg
