@@ -21,6 +21,54 @@ from pathlib import Path
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim.controlplane import _proc_start_time
 
+# Capability names by number (linux/capability.h), to read this machine's bounding set.
+_CAPS = (
+    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
+    "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER",
+    "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
+    "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP",
+    "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF",
+    "CHECKPOINT_RESTORE",
+)
+
+# A runc wrapper as dockerd's default runtime. Docker 20.10 (Debian's docker.io) gives a --privileged container
+# every capability it knows, and runc fails with "unable to apply caps: operation not permitted" when one is
+# outside this machine's bounding set (CAP_SYS_RESOURCE here). kind's node containers are privileged, so the
+# wrapper drops, from the bundle's config.json, exactly the capabilities the bounding set lacks; then it is runc.
+_RUNC_WRAPPER = """#!/usr/bin/python3
+import json, os, sys
+CAPS = %r
+args = sys.argv[1:]
+
+def arg(*names):
+    return next((args[i + 1] for i, a in enumerate(args[:-1]) if a in names), None)
+
+def bound(caps):
+    bnd = next(int(l.split()[1], 16) for l in open("/proc/self/status") if l.startswith("CapBnd:"))
+    lacking = {"CAP_" + n for i, n in enumerate(CAPS) if not bnd >> i & 1}
+    for k, v in caps.items():
+        caps[k] = [c for c in v or () if c not in lacking]
+
+if "create" in args or "run" in args:      # the container: <bundle>/config.json, process.capabilities
+    path = os.path.join(arg("--bundle", "-b") or ".", "config.json")
+    key = ("process", "capabilities")
+elif "exec" in args and arg("--process", "-p"):   # docker exec --privileged: a process.json
+    path, key = arg("--process", "-p"), ("capabilities",)
+else:
+    path = None
+if path:
+    with open(path) as f:
+        spec = json.load(f)
+    node = spec
+    for k in key:
+        node = node.get(k) or {}
+    if node:
+        bound(node)
+        with open(path, "w") as f:
+            json.dump(spec, f)
+os.execvp("runc", ["runc", *args])
+"""
+
 
 class DockerError(ConformanceError):
     """The tier's Docker daemon could not be started or used."""
@@ -87,11 +135,15 @@ class Dockerd:
             raise DockerUnavailable(reason)
         self.root.mkdir(parents=True, exist_ok=True)
         self._stop_stale()
+        wrapper = self.root / "runc-bounded"
+        wrapper.write_text(_RUNC_WRAPPER % (_CAPS,))
+        wrapper.chmod(0o755)
         log = open(self.root / "dockerd.log", "ab")  # noqa: SIM115 - handed to the child for its lifetime
         cmd = ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
                "--pidfile", str(self.root / "dockerd.pid"), "-H", self.host, "--iptables=false",
                "--ip6tables=false", "--ip-forward=false", "--ip-masq=false", "--bridge=none",
                "--dns", "127.0.0.1", "--userland-proxy=true", "--storage-driver=overlay2",
+               "--add-runtime", f"runc-bounded={wrapper}", "--default-runtime", "runc-bounded",
                "--log-level=warn", "--containerd-namespace", "gpu-conformance-kind",
                "--containerd-plugins-namespace", "gpu-conformance-kind-plugins"]
         self.popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
