@@ -32,9 +32,11 @@ from pytest_kubernetes.providers.kind import KindManagerBase
 
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.realnode import fakegpu
+from gpu_conformance.sim import install
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
 from gpu_conformance.sim.kind.docker import Dockerd, tier_root, unavailable_reason
+from gpu_conformance.sim.profiles import get_profile
 
 KIND_DIR = Path(__file__).resolve().parents[3] / "kind"
 CLUSTER_NAME = "gpu-conformance"
@@ -115,6 +117,7 @@ class KindCluster:
             raise KindError(f"kind create cluster: {exc}") from None
         self._setup_cni()
         self._install_fake_gpu()
+        self._install_operator_objects()
         self._wait_gpus()
         print(f"kind cluster {CLUSTER_NAME} ready in {time.monotonic() - started:.0f} s", flush=True)
 
@@ -191,6 +194,23 @@ class KindCluster:
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))
         self.kubectl("apply", "-f", "-", input=manifests)
 
+    def _install_operator_objects(self) -> None:
+        """The GPU Operator's objects as the simulated operator's install model renders them (sim/install.py).
+
+        Only the objects: no operator process reconciles them, and the operator's and NFD's images cannot be
+        pulled here, so their pods wait in ErrImagePull and the suite names the operator layer as the root cause;
+        the probe (which the tests call directly) runs on the fake GPUs regardless.
+        """
+        nodes = self.nodes()
+        gpu = [n["metadata"]["name"] for n in nodes if n["metadata"]["labels"].get(GPU_LABEL) == "true"]
+        cpu = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] not in gpu]
+        m = install.build(get_profile("default"), gpu_nodes=gpu, cpu_nodes=cpu)
+        self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(m.crds))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                     *[f"crd/{c['metadata']['name']}" for c in m.crds])
+        rest = [m.namespace_object, m.clusterpolicy, *m.helm_objects, *m.operand_objects]
+        self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rest))
+
     def _wait_gpus(self, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
         want = set(self.gpu_nodes())
@@ -204,6 +224,42 @@ class KindCluster:
                 raise KindError(f"nodes {sorted(want - ready)} advertise no nvidia.com/gpu after {timeout:.0f} s:\n"
                                 f"{pods}")
             time.sleep(2)
+
+    def load_image(self, tag: str) -> None:
+        """An image of our Docker into every node (pytest-kubernetes' load_image: `kind load docker-image`)."""
+        assert self.manager is not None
+        try:
+            self.manager.load_image(tag)
+        except subprocess.CalledProcessError as exc:
+            raise KindError(f"kind load docker-image {tag} failed: {_tail(exc.stderr)}") from None
+
+    def run_suite_job(self, image: str, out: Path, timeout: float = 900.0) -> int:
+        """kind/suite-job.yaml with `image` under rbac.yaml's ServiceAccount; reports copied to `out`; exit code."""
+        assert self.docker is not None
+        rbac = (KIND_DIR.parent / "rbac.yaml").read_text()
+        self.kubectl("apply", "-f", "-", input=rbac)
+        job = yaml.safe_load((KIND_DIR / "suite-job.yaml").read_text())
+        spec = job["spec"]["template"]["spec"]
+        for c in (*spec["initContainers"], *spec["containers"]):
+            c["image"] = image
+        self.kubectl("delete", "job", "-n", "gpu-conformance", "gpu-conformance", "--ignore-not-found", "--wait")
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = json.loads(self.kubectl("get", "pods", "-n", "gpu-conformance", "-l", "job-name=gpu-conformance",
+                                           "-o", "json"))["items"]
+            term = [cs["state"]["terminated"] for p in pods for cs in p["status"].get("containerStatuses") or []
+                    if cs["name"] == "suite" and cs.get("state", {}).get("terminated")]
+            if term:
+                node = pods[0]["spec"]["nodeName"]
+                break
+            if time.monotonic() > deadline:
+                raise KindError(f"the suite Job did not finish in {timeout:.0f} s:\n"
+                                f"{self.kubectl('get', 'pods', '-n', 'gpu-conformance', '-o', 'wide')}")
+            time.sleep(3)
+        out.mkdir(parents=True, exist_ok=True)
+        self.docker.docker("cp", f"{node}:/var/lib/gpu-conformance/reports/.", str(out))
+        return int(term[0]["exitCode"])
 
     def stop(self) -> None:
         if self.manager is not None:

@@ -84,9 +84,9 @@ def _digest(parts: Iterable[bytes | str]) -> str:
 
 # ---------------------------------------------------------------------------------------------------- rootfs
 
-def ensure_rootfs(log: Path) -> Path:
-    """The debootstrapped rootfs (built once per package list; a `.complete` marker guards half-made ones)."""
-    root = cache_root() / f"rootfs-{SUITE}-{_digest([MIRROR, *PACKAGES])}"
+def ensure_rootfs(log: Path, packages: Sequence[str] = PACKAGES) -> Path:
+    """A debootstrapped rootfs (built once per package list; a `.complete` marker guards half-made ones)."""
+    root = cache_root() / f"rootfs-{SUITE}-{_digest([MIRROR, *packages])}"
     if (root / ".complete").is_file():
         return root
     if shutil.which("debootstrap") is None:
@@ -98,7 +98,7 @@ def ensure_rootfs(log: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     started = time.monotonic()
     print(f"debootstrap {SUITE} (~3 min; log: {log})", file=sys.stderr, flush=True)
-    _run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(tmp), MIRROR], log)
+    _run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(tmp), MIRROR], log)
     # Keep the rootfs small and free of the build host's identity.
     for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
         shutil.rmtree(tmp / junk, ignore_errors=True)
