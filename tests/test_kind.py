@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import yaml
 from gpu_conformance.model import Status
 from gpu_conformance.realnode.cluster import probe_real_node
 from gpu_conformance.sim.kind import docker as kdocker
+from gpu_conformance.sim.kind import suiteimage
 from gpu_conformance.sim.kind.cluster import CLUSTER_NAME, GPU_LABEL, KindCluster
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
 from gpu_conformance.targets import TARGETS
@@ -111,6 +113,30 @@ def test_probe_gets_a_fake_gpu_through_cdi_on_a_real_container(kind_cluster: Kin
     # message shortens it to its tail).
     text = " ".join(f.message for f in run.probe_run.findings)
     assert any(gpu_uuid(node, i)[-12:] in text for i in range(kind_cluster.gpus)), text
+
+
+def _summary(report_dir: Path) -> dict[str, object]:
+    data = json.loads((report_dir / "conformance.json").read_text())
+    return {"verdict": data["verdict"], "root_cause": data.get("root_cause"),
+            "findings": sorted((f.get("check_id"), f.get("node"), f.get("status")) for f in data.get("findings", [])
+                               if isinstance(f, dict))}
+
+
+@pytest.mark.kind
+def test_suite_image_as_a_job_equals_a_run_from_outside(kind_cluster: KindCluster, tmp_path: Path) -> None:
+    """The Dockerfile's image, run in the cluster under rbac.yaml's ServiceAccount (in-cluster config), gives the
+    exit code and verdict of `pytest --cluster` run from this machine with the kind kubeconfig."""
+    assert kind_cluster.docker is not None
+    image = suiteimage.build(kind_cluster.docker)
+    kind_cluster.load_image(image)
+    inside = kind_cluster.run_suite_job(image, tmp_path / "inside")
+    repo = Path(__file__).resolve().parents[1]
+    outside = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--cluster=current",
+                              f"--kubeconfig={kind_cluster.kubeconfig}", f"--report-dir={tmp_path / 'outside'}",
+                              "tests_conformance"], cwd=repo, capture_output=True, text=True, check=False)
+    assert inside == outside.returncode, outside.stdout[-2000:]
+    assert inside not in (3, 4), "the suite could not run (usage or internal error)"
+    assert _summary(tmp_path / "inside") == _summary(tmp_path / "outside")
 
 
 @pytest.mark.kind

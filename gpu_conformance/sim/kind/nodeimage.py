@@ -52,6 +52,8 @@ IMAGE_REPO = "gpu-conformance.local/kind-node"
 FAKE_GPU_IMAGE = "gpu-conformance.local/fake-gpu-device-plugin:1"
 BUSYBOX_APPLETS = ("sh", "cat", "cp", "ls", "echo", "env", "mkdir", "sleep", "test", "[", "grep", "head", "chmod",
                    "mount", "id", "true", "false", "printf", "wc", "tr", "cut", "sed")
+# Bump when the way the image is built changes (the key also covers every input file and binary version).
+BUILD_REVISION = "1"
 _KIND_NODE_FILES = Path(__file__).resolve().parents[3] / "kind" / "node"
 
 
@@ -246,7 +248,7 @@ def assemble(stage: Path, rootfs: Path, kind_files: Path, dirs: kindbin.BinDirs,
 
 def _inputs_key(dirs: kindbin.BinDirs, rootfs: Path, kind_files: Path) -> str:
     parts: list[bytes | str] = [rootfs.name, kindbin.KIND_VERSION, simbin.K8S_VERSION, rnbin.CONTAINERD_VERSION,
-                                rnbin.FAKEGPU_VERSION, Path(__file__).read_bytes(), Path(oci.__file__).read_bytes()]
+                                rnbin.FAKEGPU_VERSION, BUILD_REVISION, Path(oci.__file__).read_bytes()]
     for d in (_KIND_NODE_FILES, kind_files):
         for p in sorted(d.rglob("*")):
             if p.is_file():
