@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from gpu_conformance.model import Status
-from gpu_conformance.realnode.cluster import probe_real_node
 from gpu_conformance.sim.kind import docker as kdocker
 from gpu_conformance.sim.kind import suiteimage
 from gpu_conformance.sim.kind.cluster import CLUSTER_NAME, GPU_LABEL, KindCluster
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
+from gpu_conformance.sim.realnode.cluster import probe_real_node
 from gpu_conformance.targets import TARGETS
 
 

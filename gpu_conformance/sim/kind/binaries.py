@@ -3,7 +3,7 @@
 The rest of the node comes from caches other tiers already fill: kube-apiserver, kube-controller-manager,
 kube-scheduler, kubectl and etcd from the simulated cluster's build (gpu_conformance.sim.binaries); kubelet,
 containerd, ctr, the runc shim, the fake device plugin and pause from the real-node tier's build
-(gpu_conformance.realnode.binaries). Each cache has its own versioned directory and lock, so builds never mix.
+(gpu_conformance.sim.realnode.binaries). Each cache has its own versioned directory and lock, so builds never mix.
 
     python -m gpu_conformance.sim.kind.binaries     # build every piece if needed, print the bin dirs
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.realnode import binaries as rnbin
 from gpu_conformance.sim import binaries as simbin
+from gpu_conformance.sim.realnode import binaries as rnbin
 
 KIND_VERSION = "v0.33.0"
 BIN_DIR_NAME = f"kind-{KIND_VERSION}-k8s-{simbin.K8S_VERSION}"

@@ -31,12 +31,12 @@ from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.realnode import fakegpu
 from gpu_conformance.sim import install
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
 from gpu_conformance.sim.kind.docker import Dockerd, tier_root, unavailable_reason
 from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.realnode import fakegpu
 
 KIND_DIR = Path(__file__).resolve().parents[3] / "kind"
 CLUSTER_NAME = "gpu-conformance"

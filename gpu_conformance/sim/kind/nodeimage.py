@@ -31,12 +31,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.realnode import binaries as rnbin
-from gpu_conformance.realnode import oci
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
 from gpu_conformance.sim import binaries as simbin
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind.docker import Dockerd
+from gpu_conformance.sim.realnode import binaries as rnbin
+from gpu_conformance.sim.realnode import oci
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
