@@ -248,7 +248,7 @@ def assemble(stage: Path, rootfs: Path, kind_files: Path, dirs: kindbin.BinDirs,
 
 def _inputs_key(dirs: kindbin.BinDirs, rootfs: Path, kind_files: Path) -> str:
     parts: list[bytes | str] = [rootfs.name, kindbin.KIND_VERSION, simbin.K8S_VERSION, rnbin.CONTAINERD_VERSION,
-                                rnbin.FAKEGPU_VERSION, BUILD_REVISION, Path(oci.__file__).read_bytes()]
+                                rnbin.FAKEGPU_VERSION, BUILD_REVISION]
     for d in (_KIND_NODE_FILES, kind_files):
         for p in sorted(d.rglob("*")):
             if p.is_file():
@@ -285,6 +285,12 @@ def ensure_node_image(docker: Dockerd, dirs: kindbin.BinDirs | None = None) -> s
         if imp.returncode != 0 or tar_cmd.returncode != 0:
             raise NodeImageError(f"docker import of the node image failed: {imp.stderr.strip()[-400:]}")
     print(f"built kind node image in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    # Older node images of ours (other keys) only take disk space (~630 MB each) in the tier's data root.
+    if not docker.external:
+        old = [t for t in docker.docker("images", "--format", "{{.Repository}}:{{.Tag}}", IMAGE_REPO)
+               .stdout.decode().split() if t != tag]
+        if old:
+            docker.docker("rmi", *old, check=False)
     return tag
 
 
