@@ -73,8 +73,10 @@ def test_runc_wrapper_drops_only_caps_outside_the_bounding_set(tmp_path: Path) -
 # ------------------------------------------------------------------------------------ the live cluster
 
 def _host_state() -> dict[str, object]:
+    # Only links Docker can make (other jobs on the machine add and remove their own meanwhile).
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    return {"links": sorted(ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines()),
+    names = (ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines())
+    return {"links": sorted(n for n in names if n.startswith(("br-", "veth", "docker"))),
             "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text()}
 
 
