@@ -70,6 +70,31 @@ def test_runc_wrapper_drops_only_caps_outside_the_bounding_set(tmp_path: Path) -
     assert caps == {"bounding": have, "effective": have}
 
 
+@pytest.mark.kind
+def test_public_node_image_gets_the_fake_gpu_and_probe_images_loaded(tmp_path: Path) -> None:
+    """With GPU_CONFORMANCE_KIND_IMAGE (kindest/node in a user's CI) our images are not in the node image:
+    the tier loads them as OCI archives with `kind load image-archive`."""
+    import tarfile
+
+    from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
+    from gpu_conformance.sim.kind import binaries as kindbin
+    from gpu_conformance.sim.kind.nodeimage import FAKE_GPU_IMAGE
+
+    loaded: list[str] = []
+
+    class Manager:
+        def _exec(self, args: list[str]) -> None:
+            assert args[:2] == ["load", "image-archive"] and args[-2:] == ["--name", CLUSTER_NAME]
+            with tarfile.open(args[2]) as tar:
+                index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+            loaded.extend(m["annotations"]["io.containerd.image.name"] for m in index["manifests"])
+
+    c = KindCluster(work=tmp_path)
+    c.manager = Manager()  # type: ignore[assignment]
+    c._load_fake_gpu_images(kindbin.ensure_binaries())
+    assert sorted(loaded) == sorted([FAKE_GPU_IMAGE, DEFAULT_PROBE_IMAGE])
+
+
 # ------------------------------------------------------------------------------------ the live cluster
 
 def _host_state() -> dict[str, object]:

@@ -36,6 +36,7 @@ from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
 from gpu_conformance.sim.kind.docker import Dockerd, tier_root, unavailable_reason
 from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.realnode import binaries as rnbin
 from gpu_conformance.sim.realnode import fakegpu
 
 KIND_DIR = Path(__file__).resolve().parents[3] / "kind"
@@ -115,11 +116,24 @@ class KindCluster:
             raise KindError(f"kind create cluster failed: {_tail(exc.stderr)}") from None
         except RuntimeError as exc:
             raise KindError(f"kind create cluster: {exc}") from None
+        if os.environ.get(IMAGE_ENV):
+            self._load_fake_gpu_images(dirs)
         self._setup_cni()
         self._install_fake_gpu()
         self._install_operator_objects()
         self._wait_gpus()
         print(f"kind cluster {CLUSTER_NAME} ready in {time.monotonic() - started:.0f} s", flush=True)
+
+    def _load_fake_gpu_images(self, dirs: kindbin.BinDirs) -> None:
+        """A public node image lacks our fake-GPU plugin and probe images: load them (OCI archives) into the nodes."""
+        assert self.manager is not None
+        with tempfile.TemporaryDirectory(prefix="fake-gpu-images-") as tmp:
+            busybox = rnbin.host_tools()["busybox"]
+            for tar in nodeimage._write(nodeimage.fake_gpu_images(dirs, busybox), Path(tmp)):
+                try:
+                    self.manager._exec(["load", "image-archive", str(tar), "--name", CLUSTER_NAME])
+                except subprocess.CalledProcessError as exc:
+                    raise KindError(f"kind load image-archive {tar.name} failed: {_tail(exc.stderr)}") from None
 
     def _write_config(self) -> Path:
         config = yaml.safe_load((KIND_DIR / "cluster.yaml").read_text())

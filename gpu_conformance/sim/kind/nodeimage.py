@@ -166,12 +166,19 @@ def build_images(dirs: kindbin.BinDirs, rootfs: Path, out: Path, busybox: Path) 
     images.append(_binary_image((names["kube-proxy"],), dirs.find("kube-proxy"), "/usr/local/bin/kube-proxy",
                                 extra=[*proxy_extra, oci.Entry("/run"), oci.Entry("/var/lib")]))
     images.append(_binary_image((names["pause"],), dirs.find("pause"), "/pause", entrypoint=("/pause",)))
-    # The fake GPU's DaemonSet (a shell to place its per-node files, then the plugin) and the probe image:
-    # busybox, tagged as the suite's default probe image so the probe pod starts without a pull.
+    return _write(images + fake_gpu_images(dirs, busybox), out)
+
+
+def fake_gpu_images(dirs: kindbin.BinDirs, busybox: Path) -> list[oci.Image]:
+    """The fake GPU's DaemonSet image (a shell to place its per-node files, then the plugin) and the probe image:
+    busybox, tagged as the suite's default probe image so the probe pod starts without a pull."""
     bb = oci.busybox_entries(busybox, BUSYBOX_APPLETS)
-    images.append(oci.Image((FAKE_GPU_IMAGE,), [*bb, oci.Entry("/usr/local/bin/fake-gpu-device-plugin",
-                                                               source=dirs.find("fake-gpu-device-plugin"))]))
-    images.append(oci.Image((DEFAULT_PROBE_IMAGE,), list(bb)))
+    return [oci.Image((FAKE_GPU_IMAGE,), [*bb, oci.Entry("/usr/local/bin/fake-gpu-device-plugin",
+                                                         source=dirs.find("fake-gpu-device-plugin"))]),
+            oci.Image((DEFAULT_PROBE_IMAGE,), list(bb))]
+
+
+def _write(images: list[oci.Image], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, image in enumerate(images):
