@@ -169,6 +169,8 @@ def test_suite_image_as_a_job_equals_a_run_from_outside(kind_cluster: KindCluste
     exit code and verdict of `pytest --cluster` run from this machine with the kind kubeconfig."""
     assert kind_cluster.docker is not None
     image = suiteimage.build(kind_cluster.docker)
+    if not kind_cluster.docker.external:
+        assert kind_cluster.docker.docker("images", "-q", "-f", "dangling=true").stdout.strip() == b""
     kind_cluster.load_image(image)
     inside = kind_cluster.run_suite_job(image, tmp_path / "inside")
     repo = Path(__file__).resolve().parents[1]

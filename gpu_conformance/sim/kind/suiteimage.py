@@ -67,5 +67,8 @@ def build(docker: Dockerd, tag: str = IMAGE) -> str:
                                    "-t", tag, str(ctx)], env=env, stdout=f, stderr=subprocess.STDOUT, check=False)
         if proc.returncode != 0:
             raise SuiteImageError(f"docker build of the suite image failed (exit {proc.returncode}); see {log}")
+    if not docker.external:
+        # The previous build's image, now untagged (~380 MB each), only fills the tier's data root.
+        docker.docker("image", "prune", "-f", check=False)
     print(f"built suite image {tag} in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return tag
