@@ -25,11 +25,12 @@ from gpu_conformance.verdict import NOT_CONFORMANT
 
 if TYPE_CHECKING:
     from gpu_conformance.session import ConformanceRun
+from gpu_conformance.targets import TARGETS
 
-TARGETS = ("current", "sim")
 CONFORMANCE_MARK = "conformance"
 HOW_TO_RUN = ("conformance checks need a cluster: run `pytest --cluster` (current kubeconfig context) "
-              "or `pytest --cluster=sim` (built-in simulated GPU cluster)")
+              "or `pytest --cluster=sim` (built-in simulated GPU cluster) or `pytest --cluster=kind` "
+              "(a kind cluster with fake GPUs; needs Docker)")
 _RUN_KEY = pytest.StashKey["ConformanceRun | None"]()
 _ERROR_KEY = pytest.StashKey["ConformanceError | None"]()
 # The probe lost the cluster after the read: the run still reports, then exits with this error's code.
@@ -48,8 +49,9 @@ OPTIONS = {
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpu-conformance", "GPU Operator conformance")
     g.addoption("--cluster", nargs="?", const="current", default=None, metavar="TARGET",
-                help="run the conformance checks; TARGET: current (kubeconfig context, default) or sim "
-                     "(built-in simulated GPU cluster). Use --cluster=TARGET before test paths.")
+                help="run the conformance checks; TARGET: current (kubeconfig context, default), sim "
+                     "(built-in simulated GPU cluster) or kind (kind cluster with fake GPUs, needs Docker). "
+                     "Use --cluster=TARGET before test paths.")
     g.addoption("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
                                                     "in-cluster)")
     g.addoption("--context", default=None, help="kubeconfig context (default: current-context)")

@@ -35,7 +35,16 @@ def _sim(settings: Settings) -> Target:
     return Target("sim", str(booted.kubeconfig), None, booted.stop, booted)
 
 
-TARGETS: dict[str, Callable[[Settings], Target]] = {"current": _current, "sim": _sim}
+def _kind(settings: Settings) -> Target:
+    # A kind cluster (Docker; node image built offline here unless GPU_CONFORMANCE_KIND_IMAGE names one) with the
+    # fake-GPU stack on its workers. The settings name no kubeconfig: the cluster's own is used.
+    from gpu_conformance.sim.kind.cluster import KindCluster
+
+    cluster = KindCluster().start()
+    return Target("kind", str(cluster.kubeconfig), None, cluster.stop, cluster)
+
+
+TARGETS: dict[str, Callable[[Settings], Target]] = {"current": _current, "sim": _sim, "kind": _kind}
 
 
 def open_target(name: str, settings: Settings) -> Target:

@@ -23,6 +23,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """
     if item.get_closest_marker("realnode") is not None:
         _realnode_setup()
+    if item.get_closest_marker("kind") is not None:
+        _kind_setup()
     if item.get_closest_marker("sim") is None:
         return
     if "error" not in _binaries:
@@ -52,3 +54,12 @@ def _realnode_setup() -> None:
         _binaries["realnode"] = reason
     if _binaries["realnode"]:
         pytest.skip(f"real-node tier cannot run here: {_binaries['realnode']}")
+
+
+def _kind_setup() -> None:
+    if "kind" not in _binaries:
+        from gpu_conformance.sim.kind.cluster import unsupported_reason
+
+        _binaries["kind"] = unsupported_reason()
+    if _binaries["kind"]:
+        pytest.skip(f"kind tier cannot run here: {_binaries['kind']}")

@@ -1,0 +1,86 @@
+"""Build (once) and locate the kind tier's own binaries: kubeadm, kube-proxy and the kind CLI.
+
+The rest of the node comes from caches other tiers already fill: kube-apiserver, kube-controller-manager,
+kube-scheduler, kubectl and etcd from the simulated cluster's build (gpu_conformance.sim.binaries); kubelet,
+containerd, ctr, the runc shim, the fake device plugin and pause from the real-node tier's build
+(gpu_conformance.sim.realnode.binaries). Each cache has its own versioned directory and lock, so builds never mix.
+
+    python -m gpu_conformance.sim.kind.binaries     # build every piece if needed, print the bin dirs
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_conformance.errors import ConformanceError
+from gpu_conformance.sim import binaries as simbin
+from gpu_conformance.sim.realnode import binaries as rnbin
+
+KIND_VERSION = "v0.33.0"
+BIN_DIR_NAME = f"kind-{KIND_VERSION}-k8s-{simbin.K8S_VERSION}"
+
+BINARIES: tuple[simbin.Binary, ...] = (
+    simbin.Binary("kubeadm", "k8s.io/kubernetes/cmd/kubeadm", "", simbin._K8S_LDFLAGS,
+                  ("version", "-o", "short"), simbin.K8S_VERSION),
+    simbin.Binary("kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy", "", simbin._K8S_LDFLAGS,
+                  ("--version",), f"Kubernetes {simbin.K8S_VERSION}"),
+    # kind's version core is a constant in its module, so no -X stamp is needed.
+    simbin.Binary("kind", "sigs.k8s.io/kind", "kind", "-s -w", ("version",), f"kind {KIND_VERSION}"),
+)
+
+
+@dataclass(frozen=True)
+class BinDirs:
+    kind: Path        # kubeadm, kube-proxy, kind
+    sim: Path         # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd
+    realnode: Path    # kubelet, containerd, ctr, containerd-shim-runc-v2, fake-gpu-device-plugin, pause
+
+    def find(self, name: str) -> Path:
+        for d in (self.kind, self.sim, self.realnode):
+            if (d / name).is_file():
+                return d / name
+        raise simbin.BinariesError(f"{name} is in none of {self.kind}, {self.sim}, {self.realnode}")
+
+
+def cache_bin_dir() -> Path:
+    return simbin.cache_bin_dir().parent / BIN_DIR_NAME
+
+
+def missing_binaries(bin_dir: Path) -> list[simbin.Binary]:
+    return [b for b in BINARIES if not simbin._answers_version(bin_dir / b.name, b)]
+
+
+def ensure_own() -> Path:
+    bin_dir = cache_bin_dir()
+    if not missing_binaries(bin_dir):
+        return bin_dir
+    go = simbin._go_executable()
+    gobuild = simbin.gobuild_dir()
+    with simbin._build_lock(bin_dir):
+        missing = missing_binaries(bin_dir)
+        if missing:
+            simbin._build(go, gobuild, missing, bin_dir)
+    return bin_dir
+
+
+def ensure_binaries() -> BinDirs:
+    """Every binary the node image and the tier need, each built into its own cache if missing."""
+    return BinDirs(kind=ensure_own(), sim=simbin.ensure_binaries(), realnode=rnbin.ensure_binaries())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    del argv
+    try:
+        dirs = ensure_binaries()
+    except ConformanceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(dirs.kind, dirs.sim, dirs.realnode, sep="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""The kind tier's cluster: kind through pytest-kubernetes, a bridge CNI, and the fake-GPU stack on the workers.
+
+Lifecycle (KindCluster.start / stop):
+1. Docker: the user's (DOCKER_HOST set, as in GitHub Actions) or a dockerd of our own (docker.py);
+2. the node image: built offline here (nodeimage.py), or `kindest/node:<version>` when GPU_CONFORMANCE_KIND_IMAGE
+   says so (a user's CI with internet);
+3. `kind create cluster` through pytest-kubernetes' KindManagerBase, pointed at our kind binary (the plugin finds
+   `kind` and `kubectl` on PATH and inherits the process environment, so both are set for the cluster's lifetime);
+4. networking: disableDefaultCNI, then per node a bridge CNI config for its podCIDR (Debian's plugins, in the node
+   image) and routes to the other nodes' pod subnets over the kind network: what kindnetd does, minus its image;
+5. the fake-GPU stack (kind/fake-gpu.yaml + a per-node ConfigMap from realnode.fakegpu), then the GPU nodes
+   advertise nvidia.com/gpu and hand out CDI devices.
+stop deletes the cluster (kind removes its containers) and stops our dockerd by PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pytest_kubernetes.options import ClusterOptions
+from pytest_kubernetes.providers.kind import KindManagerBase
+
+from gpu_conformance.errors import ConformanceError
+from gpu_conformance.sim import install
+from gpu_conformance.sim.kind import binaries as kindbin
+from gpu_conformance.sim.kind import nodeimage
+from gpu_conformance.sim.kind.docker import Dockerd, tier_root, unavailable_reason
+from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.realnode import binaries as rnbin
+from gpu_conformance.sim.realnode import fakegpu
+
+KIND_DIR = Path(__file__).resolve().parents[3] / "kind"
+CLUSTER_NAME = "gpu-conformance"
+IMAGE_ENV = "GPU_CONFORMANCE_KIND_IMAGE"
+GPU_LABEL = "gpu-conformance.kind/fake-gpu"
+GPUS_PER_NODE = 2
+CNI_CONFIG = "/etc/cni/net.d/10-gpu-conformance-bridge.conflist"
+
+
+class KindError(ConformanceError):
+    """The kind cluster could not be created or prepared (the message names the step)."""
+
+
+def unsupported_reason() -> str | None:
+    """Why this machine cannot run the kind tier at all, or None (cheap: starts nothing)."""
+    if reason := unavailable_reason():
+        return reason
+    if not os.environ.get("DOCKER_HOST") and shutil.which("debootstrap") is None and not os.environ.get(IMAGE_ENV):
+        return "the kind tier builds its node image with debootstrap (apt-get install debootstrap)"
+    return None
+
+
+class _Kind(KindManagerBase):
+    """pytest-kubernetes' kind provider, running our kind binary instead of whatever `kind` is on PATH."""
+
+    kind_path: Path = Path("kind")
+
+    @property
+    def _exec_path(self) -> Path:
+        return self.kind_path
+
+
+@dataclass
+class KindCluster:
+    work: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpu-conformance-kind-")))
+    workers: int = 2
+    gpus: int = GPUS_PER_NODE
+    docker: Dockerd | None = None
+    manager: _Kind | None = None
+    image: str = ""
+    _saved_env: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.work / "kubeconfig"
+
+    def start(self) -> KindCluster:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        started = time.monotonic()
+        dirs = kindbin.ensure_binaries()
+        self.docker = Dockerd(tier_root(), external=bool(os.environ.get("DOCKER_HOST")))
+        if not self.docker.external:
+            self.docker.start()
+            # Our daemon is ours alone: containers left by a killed run (kind nodes restart with the daemon).
+            leftovers = self.docker.docker("ps", "-aq").stdout.decode().split()
+            if leftovers:
+                self.docker.docker("rm", "-f", *leftovers)
+        self.image = os.environ.get(IMAGE_ENV) or nodeimage.ensure_node_image(self.docker, dirs)
+        config = self._write_config()
+        # pytest-kubernetes runs `kind`/`kubectl` from PATH with this process's environment.
+        self._set_env({"DOCKER_HOST": self.docker.host,
+                       "PATH": f"{dirs.kind}:{dirs.sim}:{os.environ.get('PATH', '')}"})
+        _Kind.kind_path = dirs.find("kind")
+        self.manager = _Kind(provider_config=str(config), kubeconfig=self.kubeconfig)
+        try:
+            self.manager.create(ClusterOptions(cluster_timeout=900, provider_config=config,
+                                               kubeconfig_path=self.kubeconfig), timeout=120)
+        except subprocess.CalledProcessError as exc:
+            raise KindError(f"kind create cluster failed: {_tail(exc.stderr)}") from None
+        except RuntimeError as exc:
+            raise KindError(f"kind create cluster: {exc}") from None
+        if os.environ.get(IMAGE_ENV):
+            self._load_fake_gpu_images(dirs)
+        self._setup_cni()
+        self._install_fake_gpu()
+        self._install_operator_objects()
+        self._wait_gpus()
+        print(f"kind cluster {CLUSTER_NAME} ready in {time.monotonic() - started:.0f} s", flush=True)
+
+    def _load_fake_gpu_images(self, dirs: kindbin.BinDirs) -> None:
+        """A public node image lacks our fake-GPU plugin and probe images: load them (OCI archives) into the nodes."""
+        assert self.manager is not None
+        with tempfile.TemporaryDirectory(prefix="fake-gpu-images-") as tmp:
+            busybox = rnbin.host_tools()["busybox"]
+            for tar in nodeimage._write(nodeimage.fake_gpu_images(dirs, busybox), Path(tmp)):
+                try:
+                    self.manager._exec(["load", "image-archive", str(tar), "--name", CLUSTER_NAME])
+                except subprocess.CalledProcessError as exc:
+                    raise KindError(f"kind load image-archive {tar.name} failed: {_tail(exc.stderr)}") from None
+
+    def _write_config(self) -> Path:
+        config = yaml.safe_load((KIND_DIR / "cluster.yaml").read_text())
+        config["name"] = CLUSTER_NAME
+        workers = [n for n in config["nodes"] if n["role"] == "worker"]
+        config["nodes"] = [n for n in config["nodes"] if n["role"] != "worker"] + \
+            [dict(workers[i % len(workers)]) for i in range(self.workers)]
+        for node in config["nodes"]:
+            node["image"] = self.image
+        self.work.mkdir(parents=True, exist_ok=True)
+        path = self.work / "kind-config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    def _set_env(self, values: dict[str, str]) -> None:
+        for k, v in values.items():
+            self._saved_env.setdefault(k, os.environ.get(k))
+            os.environ[k] = v
+
+    def _restore_env(self) -> None:
+        for k, v in self._saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self._saved_env.clear()
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        assert self.manager is not None
+        proc = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *args], capture_output=True,
+                              text=True, input=input, timeout=300, check=False)
+        if proc.returncode != 0:
+            raise KindError(f"kubectl {' '.join(args[:3])} failed: {_tail(proc.stderr)}")
+        return proc.stdout
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return json.loads(self.kubectl("get", "nodes", "-o", "json"))["items"]
+
+    def _setup_cni(self) -> None:
+        assert self.docker is not None
+        nodes = self.nodes()
+        info = {}
+        for n in nodes:
+            name = n["metadata"]["name"]
+            ip = next(a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP")
+            info[name] = (ip, n["spec"]["podCIDR"])
+        for name, (_ip, cidr) in info.items():
+            conflist = {"cniVersion": "1.0.0", "name": "gpu-conformance-bridge", "plugins": [
+                {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": cidr}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+                {"type": "portmap", "capabilities": {"portMappings": True}}]}
+            script = [f"cat > {CNI_CONFIG} <<'EOF'\n{json.dumps(conflist, indent=1)}\nEOF"]
+            script += [f"ip route replace {other_cidr} via {other_ip}"
+                       for other, (other_ip, other_cidr) in info.items() if other != name]
+            self.docker.docker("exec", name, "sh", "-ec", "\n".join(script))
+        self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", "--timeout=180s")
+
+    def gpu_nodes(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.nodes() if n["metadata"]["labels"].get(GPU_LABEL) == "true"]
+
+    def _install_fake_gpu(self) -> None:
+        data: dict[str, str] = {}
+        smi = Path("/var/lib/fake-gpu/nvidia-smi")   # on the node; the DaemonSet puts it there
+        for node in self.gpu_nodes():
+            data[f"{node}.devices"] = ",".join(fakegpu.uuids(node, self.gpus))
+            data[f"{node}.cdi.yaml"] = yaml.safe_dump(fakegpu.cdi_spec(self.gpus, smi), sort_keys=False)
+            data[f"{node}.nvidia-smi"] = fakegpu.nvidia_smi_script(node, self.gpus, fakegpu.default_product())
+        manifests = (KIND_DIR / "fake-gpu.yaml").read_text()
+        self.kubectl("apply", "-f", "-", input=manifests.split("\n---\n", 1)[0])   # the namespace first
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fake-gpu-nodes", "namespace": "fake-gpu"},
+              "data": data}
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))
+        self.kubectl("apply", "-f", "-", input=manifests)
+
+    def _install_operator_objects(self) -> None:
+        """The GPU Operator's objects as the simulated operator's install model renders them (sim/install.py).
+
+        Only the objects: no operator process reconciles them, and the operator's and NFD's images cannot be
+        pulled here, so their pods wait in ErrImagePull and the suite names the operator layer as the root cause;
+        the probe (which the tests call directly) runs on the fake GPUs regardless.
+        """
+        nodes = self.nodes()
+        gpu = [n["metadata"]["name"] for n in nodes if n["metadata"]["labels"].get(GPU_LABEL) == "true"]
+        cpu = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] not in gpu]
+        m = install.build(get_profile("default"), gpu_nodes=gpu, cpu_nodes=cpu)
+        self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(m.crds))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                     *[f"crd/{c['metadata']['name']}" for c in m.crds])
+        rest = [m.namespace_object, m.clusterpolicy, *m.helm_objects, *m.operand_objects]
+        self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rest))
+
+    def _wait_gpus(self, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        want = set(self.gpu_nodes())
+        while True:
+            ready = {n["metadata"]["name"] for n in self.nodes()
+                     if n["status"].get("allocatable", {}).get("nvidia.com/gpu") == str(self.gpus)}
+            if want <= ready:
+                return
+            if time.monotonic() > deadline:
+                pods = self.kubectl("get", "pods", "-n", "fake-gpu", "-o", "wide")
+                raise KindError(f"nodes {sorted(want - ready)} advertise no nvidia.com/gpu after {timeout:.0f} s:\n"
+                                f"{pods}")
+            time.sleep(2)
+
+    def load_image(self, tag: str) -> None:
+        """An image of our Docker into every node (pytest-kubernetes' load_image: `kind load docker-image`)."""
+        assert self.manager is not None
+        try:
+            self.manager.load_image(tag)
+        except subprocess.CalledProcessError as exc:
+            raise KindError(f"kind load docker-image {tag} failed: {_tail(exc.stderr)}") from None
+
+    def run_suite_job(self, image: str, out: Path, timeout: float = 900.0) -> int:
+        """kind/suite-job.yaml with `image` under rbac.yaml's ServiceAccount; reports copied to `out`; exit code."""
+        assert self.docker is not None
+        rbac = (KIND_DIR.parent / "rbac.yaml").read_text()
+        self.kubectl("apply", "-f", "-", input=rbac)
+        job = yaml.safe_load((KIND_DIR / "suite-job.yaml").read_text())
+        spec = job["spec"]["template"]["spec"]
+        for c in (*spec["initContainers"], *spec["containers"]):
+            c["image"] = image
+        self.kubectl("delete", "job", "-n", "gpu-conformance", "gpu-conformance", "--ignore-not-found", "--wait")
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = json.loads(self.kubectl("get", "pods", "-n", "gpu-conformance", "-l", "job-name=gpu-conformance",
+                                           "-o", "json"))["items"]
+            term = [cs["state"]["terminated"] for p in pods for cs in p["status"].get("containerStatuses") or []
+                    if cs["name"] == "suite" and cs.get("state", {}).get("terminated")]
+            if term:
+                node = pods[0]["spec"]["nodeName"]
+                break
+            if time.monotonic() > deadline:
+                raise KindError(f"the suite Job did not finish in {timeout:.0f} s:\n"
+                                f"{self.kubectl('get', 'pods', '-n', 'gpu-conformance', '-o', 'wide')}")
+            time.sleep(3)
+        out.mkdir(parents=True, exist_ok=True)
+        self.docker.docker("cp", f"{node}:/var/lib/gpu-conformance/reports/.", str(out))
+        return int(term[0]["exitCode"])
+
+    def stop(self) -> None:
+        if self.manager is not None:
+            with contextlib.suppress(Exception):
+                self.manager.delete()
+            self.manager = None
+        if self.docker is not None and not self.docker.external:
+            with contextlib.suppress(Exception):
+                # Whatever kind left (a failed create): our daemon, so every container is ours.
+                leftovers = self.docker.docker("ps", "-aq", check=False).stdout.decode().split()
+                if leftovers:
+                    self.docker.docker("rm", "-f", *leftovers, check=False)
+                self.docker.docker("network", "rm", "kind", check=False)
+            self.docker.stop()
+        self.docker = None
+        self._restore_env()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _tail(text: str | bytes | None, limit: int = 600) -> str:
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return (text or "").strip()[-limit:]

@@ -1,0 +1,206 @@
+"""The kind tier: a kind cluster from the node image built here, fake GPUs through CDI, the probe on real containers.
+
+The cluster is shared by the module (cold: node image ~8 min, then ~2.5 min per cluster); the last test stops it and
+checks that nothing is left. Marked `kind`: skipped with the reason only where Docker or root is impossible.
+The first tests need neither (the config writer and the runc wrapper).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpu_conformance.cluster.connect import connect
+from gpu_conformance.cluster.reader import read_snapshot
+from gpu_conformance.model import Status
+from gpu_conformance.probe import Probe, ProbeRun
+from gpu_conformance.settings import Settings
+from gpu_conformance.sim.kind import docker as kdocker
+from gpu_conformance.sim.kind import suiteimage
+from gpu_conformance.sim.kind.cluster import CLUSTER_NAME, GPU_LABEL, KindCluster
+from gpu_conformance.sim.nvidia_smi import gpu_uuid
+from gpu_conformance.targets import TARGETS
+
+
+def test_kind_is_a_target() -> None:
+    assert "kind" in TARGETS
+
+
+def test_config_has_image_per_node_and_requested_workers(tmp_path: Path) -> None:
+    c = KindCluster(work=tmp_path, workers=3)
+    c.image = "example.local/node:1"
+    config = yaml.safe_load(c._write_config().read_text())
+    assert config["name"] == CLUSTER_NAME
+    assert [n["role"] for n in config["nodes"]] == ["control-plane", "worker", "worker", "worker"]
+    assert {n["image"] for n in config["nodes"]} == {"example.local/node:1"}
+    assert config["networking"]["disableDefaultCNI"] is True
+    assert all(n["labels"][GPU_LABEL] == "true" for n in config["nodes"] if n["role"] == "worker")
+
+
+def test_runc_wrapper_drops_only_caps_outside_the_bounding_set(tmp_path: Path) -> None:
+    """Docker 20.10's --privileged asks for every capability; the wrapper removes the ones this machine lacks."""
+    wrapper = tmp_path / "runc-bounded"
+    wrapper.write_text(kdocker._RUNC_WRAPPER % (kdocker._CAPS,))
+    wrapper.chmod(0o755)
+    fake_runc = tmp_path / "bin" / "runc"
+    fake_runc.parent.mkdir()
+    fake_runc.write_text("#!/bin/sh\necho \"runc $*\"\n")
+    fake_runc.chmod(0o755)
+    every = [f"CAP_{n}" for n in kdocker._CAPS]
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "config.json").write_text(json.dumps({"process": {"capabilities": {"bounding": every,
+                                                                                 "effective": every}}}))
+    env = {**os.environ, "PATH": f"{fake_runc.parent}:{os.environ['PATH']}"}
+    out = subprocess.run([str(wrapper), "--root", "/x", "create", "--bundle", str(bundle), "id1"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"runc --root /x create --bundle {bundle} id1"
+    bnd = next(int(ln.split()[1], 16) for ln in Path("/proc/self/status").read_text().splitlines()
+               if ln.startswith("CapBnd:"))
+    have = [c for i, c in enumerate(every) if bnd >> i & 1]
+    caps = json.loads((bundle / "config.json").read_text())["process"]["capabilities"]
+    assert caps == {"bounding": have, "effective": have}
+
+
+@pytest.mark.kind
+def test_public_node_image_gets_the_fake_gpu_and_probe_images_loaded(tmp_path: Path) -> None:
+    """With GPU_CONFORMANCE_KIND_IMAGE (kindest/node in a user's CI) our images are not in the node image:
+    the tier loads them as OCI archives with `kind load image-archive`."""
+    import tarfile
+
+    from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
+    from gpu_conformance.sim.kind import binaries as kindbin
+    from gpu_conformance.sim.kind.nodeimage import FAKE_GPU_IMAGE
+
+    loaded: list[str] = []
+
+    class Manager:
+        def _exec(self, args: list[str]) -> None:
+            assert args[:2] == ["load", "image-archive"] and args[-2:] == ["--name", CLUSTER_NAME]
+            with tarfile.open(args[2]) as tar:
+                index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+            loaded.extend(m["annotations"]["io.containerd.image.name"] for m in index["manifests"])
+
+    c = KindCluster(work=tmp_path)
+    c.manager = Manager()  # type: ignore[assignment]
+    c._load_fake_gpu_images(kindbin.ensure_binaries())
+    assert sorted(loaded) == sorted([FAKE_GPU_IMAGE, DEFAULT_PROBE_IMAGE])
+
+
+# ------------------------------------------------------------------------------------ the live cluster
+
+def _host_state() -> dict[str, object]:
+    # Only links Docker can make (other jobs on the machine add and remove their own meanwhile).
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    names = (ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines())
+    return {"links": sorted(n for n in names if n.startswith(("br-", "veth", "docker"))),
+            "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text()}
+
+
+@pytest.fixture(scope="module")
+def kind_cluster() -> Iterator[KindCluster]:
+    before = _host_state()
+    t0 = time.monotonic()
+    cluster = KindCluster().start()
+    cluster.up_seconds = time.monotonic() - t0  # type: ignore[attr-defined]
+    cluster.host_before = before  # type: ignore[attr-defined]
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.kind
+def test_nodes_ready_and_gpu_workers_advertise_fake_gpus(kind_cluster: KindCluster) -> None:
+    nodes = {n["metadata"]["name"]: n for n in kind_cluster.nodes()}
+    assert len(nodes) == 3
+    for n in nodes.values():
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+        assert n["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+        assert n["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+    gpu = kind_cluster.gpu_nodes()
+    assert len(gpu) == 2
+    assert all(nodes[g]["status"]["allocatable"]["nvidia.com/gpu"] == "2" for g in gpu)
+
+
+def _probe(cluster: KindCluster, node: str) -> ProbeRun:
+    """The suite's own Probe on `node`: no operator reconciles the objects here, so the layer gate would stop
+    at the operator layer before probing; the probe on real containers is what this tier proves."""
+    settings = Settings(kubeconfig=str(cluster.kubeconfig), probe_timeout=120).validate()
+    conn = connect(settings.kubeconfig)
+    try:
+        return Probe(conn, settings, read_snapshot(conn)).run([node])
+    finally:
+        conn.close()
+
+
+@pytest.mark.kind
+def test_probe_gets_a_fake_gpu_through_cdi_on_a_real_container(kind_cluster: KindCluster) -> None:
+    node = kind_cluster.gpu_nodes()[0]
+    run = _probe(kind_cluster, node)
+    by_id = {f.check_id: f for f in run.findings}
+    assert {k: by_id[k].status for k in ("PRB-001", "PRB-002", "PRB-003", "PRB-004")} == \
+        dict.fromkeys(("PRB-001", "PRB-002", "PRB-003", "PRB-004"), Status.PASS), \
+        {k: f.message for k, f in by_id.items()}
+    # The UUID comes from the fake nvidia-smi the CDI spec mounted, i.e. from the node the pod ran on (the
+    # message shortens it to its tail).
+    text = " ".join(f.message for f in run.findings)
+    assert any(gpu_uuid(node, i)[-12:] in text for i in range(kind_cluster.gpus)), text
+
+
+def _summary(report_dir: Path) -> dict[str, object]:
+    data = json.loads((report_dir / "conformance.json").read_text())
+    return {"verdict": data["verdict"], "root_cause": data.get("root_cause"),
+            "findings": sorted((f.get("check_id"), f.get("node"), f.get("status")) for f in data.get("findings", [])
+                               if isinstance(f, dict))}
+
+
+@pytest.mark.kind
+def test_suite_image_as_a_job_equals_a_run_from_outside(kind_cluster: KindCluster, tmp_path: Path) -> None:
+    """The Dockerfile's image, run in the cluster under rbac.yaml's ServiceAccount (in-cluster config), gives the
+    exit code and verdict of `pytest --cluster` run from this machine with the kind kubeconfig."""
+    assert kind_cluster.docker is not None
+    image = suiteimage.build(kind_cluster.docker)
+    if not kind_cluster.docker.external:
+        assert kind_cluster.docker.docker("images", "-q", "-f", "dangling=true").stdout.strip() == b""
+    kind_cluster.load_image(image)
+    inside = kind_cluster.run_suite_job(image, tmp_path / "inside")
+    repo = Path(__file__).resolve().parents[1]
+    outside = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--cluster=current",
+                              f"--kubeconfig={kind_cluster.kubeconfig}", f"--report-dir={tmp_path / 'outside'}",
+                              "tests_conformance"], cwd=repo, capture_output=True, text=True, check=False)
+    assert inside == outside.returncode, outside.stdout[-2000:]
+    assert inside not in (3, 4), "the suite could not run (usage or internal error)"
+    assert _summary(tmp_path / "inside") == _summary(tmp_path / "outside")
+
+
+@pytest.mark.kind
+def test_pods_get_no_route_out_of_the_machine(kind_cluster: KindCluster) -> None:
+    """The host does not forward, so a node's packets to outside addresses never leave this machine."""
+    assert Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() == \
+        kind_cluster.host_before["ip_forward"].strip()  # type: ignore[attr-defined]
+    assert kind_cluster.docker is not None
+    info = json.loads(kind_cluster.docker.docker("network", "inspect", "kind").stdout)
+    assert info and info[0]["Driver"] == "bridge"
+
+
+@pytest.mark.kind
+def test_stop_leaves_no_container_network_or_daemon(kind_cluster: KindCluster) -> None:
+    assert kind_cluster.docker is not None
+    daemon = kind_cluster.docker
+    pid, external = daemon.pid, daemon.external
+    kind_cluster.stop()
+    if not external:
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/status").read_text().find("zombie") >= 0
+        assert not daemon.socket.exists()
+    after = _host_state()
+    assert after == kind_cluster.host_before  # type: ignore[attr-defined]
+    assert not kind_cluster.kubeconfig.exists()
