@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from gpu_conformance.errors import EXIT_USAGE, ConformanceError
+from gpu_conformance.report import history_cli
 
 DEFAULT_STATE_DIR = Path(".gpu-conformance-sim")
 
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("old")
     d.add_argument("new")
     d.set_defaults(func=_report_diff)
+    history_cli.register(rep)
     sub.add_parser("catalogue", help="print the table of checks (markdown)").set_defaults(func=_catalogue)
     sub.add_parser("rbac", help="print rbac.yaml (gpu-conformance rbac | kubectl apply -f -)").set_defaults(
         func=_rbac)
