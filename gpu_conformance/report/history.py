@@ -129,12 +129,24 @@ def load_nights(directory: Path | str) -> list[Night]:
         if problem:
             raise HistoryInputError(f"{p}: not a conformance.json ({problem})")
         html = p.parent / HTML_NAME
-        night = Night(p, redact(data), html if p.name == JSON_NAME and html.is_file() else None)
+        night = Night(p, redact(_what_history_reads(data)), html if p.name == JSON_NAME and html.is_file() else None)
         # The same run twice (a baseline copied next to the nights it came from) is one night.
         key = night.run_id or str(p)
         if key not in nights or str(p) < str(nights[key].path):
             nights[key] = night
     return sorted(nights.values(), key=_sort_key)
+
+
+# A check's fields that the diff reads; its findings (most of a big cluster's file) are never shown here.
+_CHECK_FIELDS = ("id", "layer", "title", "status", "nodes", "failing_nodes", "blocked_nodes")
+
+
+def _what_history_reads(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The night without findings, probe logs and settings: redacting only this keeps 30 nights of a
+    1,000-node cluster to seconds, and nothing the page does not show can leak into it."""
+    slim = {k: v for k, v in data.items() if k not in ("checks", "probe", "settings")}
+    slim["checks"] = [{k: c[k] for k in _CHECK_FIELDS if k in c} for c in data.get("checks") or []]
+    return slim
 
 
 def _shape_problem(data: Mapping[str, Any]) -> str | None:
@@ -292,13 +304,15 @@ def _open_problems(nights: Sequence[Night]) -> list[OpenProblem]:
         first, start = since(lambda n: _rc_key(n.data.get("cluster_blocker")) == _rc_key(blocker))
         problems.append(OpenProblem([], "cluster-wide", redact_text(root_cause_sentence(blocker)),
                                     str(blocker.get("layer")), str(blocker.get("check")), first, start))
-    for name, node in _node_map(latest.data).items():
+    # One name -> node map per night, built once: a 1,000-node cluster's failing nodes each walk back the nights.
+    maps = {id(n): _node_map(n.data) for n in judged}
+    for name, node in maps[id(latest)].items():
         rc = node.get("root_cause")
         if not rc:
             continue
         key = _rc_key(rc)
         first, start = since(lambda n, name=name, key=key: _rc_key(
-            (_node_map(n.data).get(name) or {}).get("root_cause")) == key)
+            (maps[id(n)].get(name) or {}).get("root_cause")) == key)
         gkey = (key, first.run_id, str(first.path), start)
         groups.setdefault(gkey, []).append(name)
         found.setdefault(gkey, (rc, first, start))
