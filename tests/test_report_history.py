@@ -196,7 +196,8 @@ def test_cli_fail_on_regression_and_markdown(week: Path, capsys: pytest.CaptureF
     assert main(["report", "history", str(single / "ok"), "--fail-on-regression"]) == 0
 
 
-@pytest.mark.parametrize("case", ["empty", "missing", "file", "wrong-shape", "not-json", "nodes-not-list"])
+@pytest.mark.parametrize("case", ["empty", "missing", "file", "wrong-shape", "not-json", "nodes-not-list",
+                                  "layers-not-object"])
 def test_bad_input_is_one_line_and_exit_4(case: str, tmp_path: Path) -> None:
     d = tmp_path / "nights"
     d.mkdir()
@@ -213,10 +214,14 @@ def test_bad_input_is_one_line_and_exit_4(case: str, tmp_path: Path) -> None:
         (d / "x" / "conformance.json").write_text('{"hello": "world"}')
     elif case == "not-json":
         (d / "notes.json").write_text("not json at all")
-    else:
+    elif case == "nodes-not-list":
         (d / "x").mkdir()
         (d / "x" / "conformance.json").write_text(
             '{"schema_version": "1", "verdict": "CONFORMANT", "checks": [], "nodes": "gpu-node-0"}')
+    else:
+        (d / "x").mkdir()
+        (d / "x" / "conformance.json").write_text('{"schema_version": "1", "verdict": "CONFORMANT", "checks": [], '
+                                                  '"nodes": [{"name": "gpu-node-0", "layers": ["pass"]}]}')
     proc = subprocess.run([sys.executable, "-m", "gpu_conformance.cli", "report", "history", str(d)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == EXIT_USAGE, proc.stderr
@@ -225,5 +230,6 @@ def test_bad_input_is_one_line_and_exit_4(case: str, tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     expected = {"empty": "no conformance.json", "missing": "no such folder", "file": "not a folder",
                 "wrong-shape": "not a conformance.json", "not-json": "not valid JSON",
-                "nodes-not-list": "'nodes' is not a list"}[case]
+                "nodes-not-list": "not a conformance.json ('nodes' is",
+                "layers-not-object": "nodes[0].layers is not an object"}[case]
     assert expected in lines[0]

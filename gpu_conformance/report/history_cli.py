@@ -27,10 +27,12 @@ def register(report_commands: argparse._SubParsersAction) -> None:  # type: igno
 
 
 def run(a: argparse.Namespace) -> int:
+    from gpu_conformance.control_chars import printable
     from gpu_conformance.report.history import summary_lines, write_history
 
     path, history = write_history(a.dir, a.output)
     for line in summary_lines(history, path, markdown=a.summary == "markdown"):
-        print(line)
+        # Lines quote the cluster (root-cause messages): no escape sequence may reach the terminal or CI log.
+        print(printable(line, keep_newlines=False))
     sys.stdout.flush()
     return EXIT_REGRESSION if a.fail_on_regression and history.latest_regressed else 0
