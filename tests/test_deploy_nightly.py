@@ -37,6 +37,9 @@ def test_cronjob_static_facts() -> None:
     assert pod["serviceAccountName"] == "gpu-conformance" and pod["restartPolicy"] == "Never"
     [c] = pod["containers"]
     assert c["command"] == ["/bin/sh", "/nightly/nightly-entrypoint.sh"]
+    # The suite's run, in the --option=VALUE form (a bare `--cluster tests_conformance` would take the path
+    # as its target), on the conformance modules only.
+    assert c["args"][0] == "pytest" and "--cluster=current" in c["args"] and c["args"][-1] == "tests_conformance"
     env = {e["name"]: e["value"] for e in c["env"]}
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     assert env["GPU_CONFORMANCE_REPORTS"] == mounts["reports"]
