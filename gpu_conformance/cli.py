@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from gpu_conformance.errors import EXIT_CLUSTER_ACCESS, EXIT_USAGE, ConformanceError
+from gpu_conformance.report import history_cli
 
 DEFAULT_STATE_DIR = Path(".gpu-conformance-sim")
 
@@ -149,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only what is at least this old (spares a run in progress)")
     clean.add_argument("--dry-run", action="store_true", help="list, do not delete")
     clean.set_defaults(func=_probe_cleanup)
+    history_cli.register(rep)
     sub.add_parser("catalogue", help="print the table of checks (markdown)").set_defaults(func=_catalogue)
     sub.add_parser("rbac", help="print rbac.yaml (gpu-conformance rbac | kubectl apply -f -)").set_defaults(
         func=_rbac)

@@ -8,6 +8,7 @@ from gpu_conformance.control_chars import printable
 EXIT_USAGE = 4          # pytest's own usage-error code, so bad options look alike everywhere
 EXIT_CLUSTER_ACCESS = 3  # could not read the cluster (kubeconfig, API server, permissions)
 EXIT_NOT_INSTALLED = 6   # the GPU Operator is not installed (no ClusterPolicy CRD)
+EXIT_REGRESSION = 1      # `report history --fail-on-regression`: the newest night got worse (like "not conformant")
 
 
 class ConformanceError(Exception):

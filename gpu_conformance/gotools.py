@@ -1,0 +1,123 @@
+"""Developer tools built from Go modules (actionlint), cached outside the repository and keyed by version.
+
+    python -m gpu_conformance.gotools actionlint     # build if needed, print the binary's path
+
+`go install MODULE/cmd/NAME@VERSION` needs no go.mod of ours and fetches only through the Go module proxy;
+the binary lands in ~/.cache/gpu-operator-conformance/tools/NAME-VERSION/, so a version bump builds into a
+fresh directory and never runs a stale binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_conformance.errors import ConformanceError
+from gpu_conformance.sim.binaries import CACHE_NAME, _build_lock
+
+
+class ToolBuildError(ConformanceError):
+    """A tool is not built and cannot be built (no Go, no module proxy, a failed build)."""
+
+
+class GoMissingError(ToolBuildError):
+    """No `go` on PATH: tests may skip on this one, and on nothing else."""
+
+
+@dataclass(frozen=True)
+class GoTool:
+    name: str
+    package: str
+    version: str
+    version_args: tuple[str, ...]
+    # Must appear in the output of version_args: proves the cached binary is the pinned one.
+    version_text: str
+
+    @property
+    def dir_name(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+ACTIONLINT = GoTool("actionlint", "github.com/rhysd/actionlint/cmd/actionlint", "v1.7.12", ("-version",), "1.7.12")
+TOOLS = {t.name: t for t in (ACTIONLINT,)}
+
+
+def tools_dir() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / CACHE_NAME / "tools"
+
+
+def _answers_version(path: Path, tool: GoTool) -> bool:
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return False
+    try:
+        out = subprocess.run([str(path), *tool.version_args], capture_output=True, text=True, timeout=30,
+                             check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and tool.version_text in out.stdout + out.stderr
+
+
+def _go_env(gobin: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(GOBIN=str(gobin), CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-trimpath")
+    return env
+
+
+def ensure_tool(tool: GoTool) -> Path:
+    """The path of the tool's binary, built with `go install` on first use (idempotent, locked)."""
+    out_dir = tools_dir() / tool.dir_name
+    binary = out_dir / tool.name
+    if _answers_version(binary, tool):
+        return binary
+    go = shutil.which("go")
+    if go is None:
+        raise GoMissingError(f"{tool.name} {tool.version} is not built and `go` is not on PATH "
+                             f"(install Go from https://go.dev/dl)")
+    # The sim binaries' lock: a second session waits for the first build instead of building too.
+    with _build_lock(out_dir):
+        if _answers_version(binary, tool):
+            return binary
+        log_path = out_dir / "build.log"
+        # Built into a temporary GOBIN inside out_dir, then renamed: an interrupted build never leaves a
+        # half-written binary under the real name.
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmp:
+            cmd = [go, "install", f"{tool.package}@{tool.version}"]
+            started = time.monotonic()
+            with open(log_path, "w") as log:
+                log.write(f"$ {' '.join(cmd)}\n")
+                log.flush()
+                proc = subprocess.run(cmd, env=_go_env(Path(tmp)), cwd=tmp, stdout=log, stderr=subprocess.STDOUT,
+                                      check=False)
+            built = Path(tmp) / tool.name
+            if proc.returncode != 0 or not _answers_version(built, tool):
+                lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+                raise ToolBuildError(f"`go install {tool.package}@{tool.version}` failed (exit {proc.returncode}); "
+                                     f"see {log_path}: {lines[-1][:200] if lines else 'no output'}")
+            os.replace(built, binary)
+        print(f"built {tool.name} {tool.version} in {time.monotonic() - started:.0f} s: {binary}", file=sys.stderr)
+    return binary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0] not in TOOLS:
+        print(f"usage: python -m gpu_conformance.gotools {{{','.join(TOOLS)}}}", file=sys.stderr)
+        return 4
+    try:
+        print(ensure_tool(TOOLS[args[0]]))
+    except ConformanceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
