@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpu_conformance.cluster.connect import connect
-from gpu_conformance.cluster.reader import read_snapshot
 from gpu_conformance.model import Status
-from gpu_conformance.probe import Probe, ProbeRun
+from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import Settings
 from gpu_conformance.sim.kind import docker as kdocker
 from gpu_conformance.sim.kind import suiteimage
@@ -131,28 +129,31 @@ def test_nodes_ready_and_gpu_workers_advertise_fake_gpus(kind_cluster: KindClust
     assert all(nodes[g]["status"]["allocatable"]["nvidia.com/gpu"] == "2" for g in gpu)
 
 
-def _probe(cluster: KindCluster, node: str) -> ProbeRun:
-    """The suite's own Probe on `node`: no operator reconciles the objects here, so the layer gate would stop
+def _probe(cluster: KindCluster, node: str) -> ConformanceRun:
+    """The suite's own probe on `node`: no operator reconciles the objects here, so the layer gate would stop
     at the operator layer before probing; the probe on real containers is what this tier proves."""
     settings = Settings(kubeconfig=str(cluster.kubeconfig), probe_timeout=120).validate()
-    conn = connect(settings.kubeconfig)
+    run = ConformanceRun(settings, "current")
     try:
-        return Probe(conn, settings, read_snapshot(conn)).run([node])
+        run.start()
+        run.run_probe(nodes=[node])
     finally:
-        conn.close()
+        run.close()
+    return run
 
 
 @pytest.mark.kind
 def test_probe_gets_a_fake_gpu_through_cdi_on_a_real_container(kind_cluster: KindCluster) -> None:
     node = kind_cluster.gpu_nodes()[0]
     run = _probe(kind_cluster, node)
-    by_id = {f.check_id: f for f in run.findings}
+    probe_findings = [f for f in run.findings if f.check_id.startswith("PRB-")]
+    by_id = {f.check_id: f for f in probe_findings}
     assert {k: by_id[k].status for k in ("PRB-001", "PRB-002", "PRB-003", "PRB-004")} == \
         dict.fromkeys(("PRB-001", "PRB-002", "PRB-003", "PRB-004"), Status.PASS), \
         {k: f.message for k, f in by_id.items()}
     # The UUID comes from the fake nvidia-smi the CDI spec mounted, i.e. from the node the pod ran on (the
     # message shortens it to its tail).
-    text = " ".join(f.message for f in run.findings)
+    text = " ".join(f.message for f in probe_findings)
     assert any(gpu_uuid(node, i)[-12:] in text for i in range(kind_cluster.gpus)), text
 
 
