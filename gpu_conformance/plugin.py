@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from gpu_conformance.signals import install_sigterm, restore_sigterm
 from gpu_conformance.verdict import NOT_CONFORMANT
 
 if TYPE_CHECKING:
+    from gpu_conformance.run_result import RunResult
     from gpu_conformance.session import ConformanceRun
 from gpu_conformance.targets import TARGETS
 
@@ -31,10 +33,28 @@ CONFORMANCE_MARK = "conformance"
 HOW_TO_RUN = ("conformance checks need a cluster: run `pytest --cluster` (current kubeconfig context) "
               "or `pytest --cluster=sim` (built-in simulated GPU cluster) or `pytest --cluster=kind` "
               "(a kind cluster with fake GPUs; needs Docker)")
-_RUN_KEY = pytest.StashKey["ConformanceRun | None"]()
-_ERROR_KEY = pytest.StashKey["ConformanceError | None"]()
-# The probe lost the cluster after the read: the run still reports, then exits with this error's code.
-_PROBE_ERROR_KEY = pytest.StashKey["ConformanceError | None"]()
+
+
+@dataclass
+class SessionState:
+    """Everything one `pytest --cluster` session holds, in one object (one stash key, no private attributes)."""
+
+    settings: Settings | None = None
+    run: ConformanceRun | None = None
+    # What ended the session before any test ran (one line, its exit code).
+    error: ConformanceError | None = None
+    # The probe lost the cluster after the read: the run still reports, then exits with this error's code.
+    probe_error: ConformanceError | None = None
+    result: RunResult | None = None
+    reports: dict[str, Path] = field(default_factory=dict)
+
+
+_STATE = pytest.StashKey[SessionState]()
+
+
+def state(config: pytest.Config) -> SessionState:
+    """The session's state; tests and other plugins read it here (e.g. the RunResult after the session)."""
+    return config.stash.setdefault(_STATE, SessionState())
 
 # option name -> Settings field
 OPTIONS = {
@@ -105,9 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{CONFORMANCE_MARK}: a conformance check (needs --cluster)")
     for layer in LAYER_ORDER:
         config.addinivalue_line("markers", f"{layer}: conformance layer {layer}")
-    config.stash[_RUN_KEY] = None
-    config.stash[_ERROR_KEY] = None
-    config.stash[_PROBE_ERROR_KEY] = None
+    config.stash[_STATE] = SessionState()
     target = config.getoption("cluster")
     if target is None:
         return
@@ -120,7 +138,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = settings_from_config(config)
     except UsageError as e:
         raise _usage_error(config, str(e)) from None
-    config._gpu_settings = settings  # type: ignore[attr-defined]
+    state(config).settings = settings
     # SIGTERM (CI cancellation, `timeout`, a deleted Job) ends the run like Ctrl-C: cleanup and reports.
     install_sigterm()
     report_dir = Path(settings.report_dir)
@@ -185,16 +203,17 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         return
     from gpu_conformance.session import ConformanceRun
 
-    run = ConformanceRun(config._gpu_settings, config.getoption("cluster"))  # type: ignore[attr-defined]
+    st = state(config)
+    assert st.settings is not None
+    run = ConformanceRun(st.settings, config.getoption("cluster"))
     run.layers_selected = [layer for layer in LAYER_ORDER
                            if any(i.get_closest_marker(str(layer)) for i in items)]
-    config.stash[_RUN_KEY] = run
+    st.run = run
     try:
         run.start()
     except ConformanceError as e:
         run.close()
-        config.stash[_RUN_KEY] = None
-        config.stash[_ERROR_KEY] = e
+        st.run, st.error = None, e
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr:
             tr.write_line("")
@@ -218,7 +237,7 @@ def _probe(config: pytest.Config, run: ConformanceRun) -> bool | None:
     try:
         run.run_probe()
     except ConformanceError as e:
-        config.stash[_PROBE_ERROR_KEY] = e
+        state(config).probe_error = e
         line = f"gpu-conformance: {e}" + (f" ({run.probe_cleanup})" if run.probe_cleanup and
                                           run.probe_cleanup not in str(e) else "")
         if tr:
@@ -230,7 +249,7 @@ def _probe(config: pytest.Config, run: ConformanceRun) -> bool | None:
 
 @pytest.fixture(scope="session")
 def conformance(request: pytest.FixtureRequest):
-    run = request.config.stash.get(_RUN_KEY, None)
+    run = state(request.config).run
     if run is None:
         pytest.skip(HOW_TO_RUN)
     return CheckAsserter(run)
@@ -292,18 +311,17 @@ def _attach(request: pytest.FixtureRequest | None, check, outcome, evidence: lis
         request.node.stash[_EVIDENCE_KEY] = safe
     try:
         import allure
-
-        allure.dynamic.label("layer", str(check.layer))
-        allure.dynamic.tag(check.id)
-        allure.dynamic.title(f"{check.id} {check.title}")
-        allure.dynamic.description(check.hint)
-        for node in sorted({f["node"] for f in safe if f.get("node")})[:50]:
-            allure.dynamic.label("node", node)
-        with allure.step(f"layer {check.layer}: {check.id} → {outcome.status}"):
-            allure.attach(json.dumps(safe, indent=2, default=str), name=f"{check.id} evidence",
-                          attachment_type=allure.attachment_type.JSON)
-    except Exception:  # noqa: BLE001 — allure is optional at run time; evidence also goes to other reports
-        pass
+    except ImportError:  # allure-pytest is a dependency, but a trimmed install still runs and reports
+        return
+    allure.dynamic.label("layer", str(check.layer))
+    allure.dynamic.tag(check.id)
+    allure.dynamic.title(f"{check.id} {check.title}")
+    allure.dynamic.description(check.hint)
+    for node in sorted({f["node"] for f in safe if f.get("node")})[:50]:
+        allure.dynamic.label("node", node)
+    with allure.step(f"layer {check.layer}: {check.id} → {outcome.status}"):
+        allure.attach(json.dumps(safe, indent=2, default=str), name=f"{check.id} evidence",
+                      attachment_type=allure.attachment_type.JSON)
 
 
 _EVIDENCE_KEY = pytest.StashKey[list]()
@@ -327,31 +345,30 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    error = config.stash.get(_ERROR_KEY, None)
-    settings: Settings | None = getattr(config, "_gpu_settings", None)
+    st = state(config)
+    error, settings = st.error, st.settings
     if error is not None:
         session.exitstatus = error.exit_code
         if settings is not None:
             # After pytest's junitxml (this hook runs last): its empty green suite is replaced by the error.
-            config._gpu_reports = _write_failed_run(  # type: ignore[attr-defined]
+            st.reports = _write_failed_run(
                 settings.report_dir, settings.run_id, error.exit_code, str(error), config.option.xmlpath)
         return
-    run = config.stash.get(_RUN_KEY, None)
+    run = st.run
     if run is None:
         return
     try:
         if run.snapshot is not None:
-            config._gpu_reports = run.write_reports()  # type: ignore[attr-defined]
-            config._gpu_result = run.result()  # type: ignore[attr-defined]
+            st.reports = run.write_reports()
+            st.result = run.result()
         elif settings is not None:
             # Interrupted (Ctrl-C) before the cluster was read: no verdict, and none of an earlier run either.
-            config._gpu_reports = _write_failed_run(  # type: ignore[attr-defined]
+            st.reports = _write_failed_run(
                 settings.report_dir, settings.run_id, int(exitstatus),
                 "interrupted before the cluster was read", config.option.xmlpath)
     finally:
         run.close()
-    probe_error = config.stash.get(_PROBE_ERROR_KEY, None)
-    result = getattr(config, "_gpu_result", None)
+    probe_error, result = st.probe_error, st.result
     if probe_error is not None:
         # The cluster was lost mid-probe: the reports say INCOMPLETE and why; the exit code says "unreachable".
         session.exitstatus = probe_error.exit_code
@@ -365,19 +382,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    result = getattr(config, "_gpu_result", None)
+    st = state(config)
+    result = st.result
     if result is None:
         return
     from gpu_conformance.report.redact import redact_text
     from gpu_conformance.report.terminal import summary_lines
 
     terminalreporter.section("GPU Operator conformance")
-    reports = getattr(config, "_gpu_reports", {})
+    reports = st.reports
     for line in summary_lines(result, reports):
         terminalreporter.write_line(line)
     for line, warn in probe_lines(result.probe):
         terminalreporter.write_line(redact_text(line), yellow=warn)
-    baseline = config._gpu_settings.baseline  # type: ignore[attr-defined]
+    baseline = st.settings.baseline if st.settings else None
     if baseline:
         from gpu_conformance.report.diff import diff_runs, format_diff
         from gpu_conformance.report.json_report import load_json, result_dict
