@@ -408,6 +408,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.write_line(f"baseline {baseline} unreadable: {e}", red=True)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that declares `LAYER = Layer.X` gets one test per check of that layer (check_id parameter)."""
+    layer = getattr(metafunc.module, "LAYER", None)
+    if layer is not None and "check_id" in metafunc.fixturenames:
+        metafunc.parametrize("check_id", layer_params(Layer(layer)))
+
+
 def layer_params(layer: Layer) -> list[Any]:
     """Parameters for a layer's test function: one per check id, marked with the layer."""
     from gpu_conformance import catalogue
