@@ -205,3 +205,23 @@ def test_stop_leaves_no_container_network_or_daemon(kind_cluster: KindCluster) -
     after = _host_state()
     assert after == kind_cluster.host_before  # type: ignore[attr-defined]
     assert not kind_cluster.kubeconfig.exists()
+
+
+def test_kubelet_sysctls_are_put_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A privileged kind node's kubelet writes vm.overcommit_memory etc. on the host; stop() restores them.
+    from gpu_conformance.sim.kind import cluster as kc
+
+    fake = tmp_path / "sys"
+    (fake / "vm").mkdir(parents=True)
+    (fake / "vm" / "overcommit_memory").write_text("0\n")
+    real_path = kc.Path
+
+    def fake_path(*a: object) -> Path:
+        p = real_path(*a)  # type: ignore[arg-type]
+        return fake if str(p) == "/proc/sys" else p
+
+    monkeypatch.setattr(kc, "Path", fake_path)
+    saved = kc.read_sysctls(("vm/overcommit_memory",))
+    (fake / "vm" / "overcommit_memory").write_text("1\n")  # what the kubelet does
+    kc.restore_sysctls(saved)
+    assert (fake / "vm" / "overcommit_memory").read_text().strip() == "0"

@@ -79,12 +79,16 @@ class KindCluster:
     manager: _Kind | None = None
     image: str = ""
     _saved_env: dict[str, str | None] = field(default_factory=dict)
+    _saved_sysctls: dict[str, str] = field(default_factory=dict)
 
     @property
     def kubeconfig(self) -> Path:
         return self.work / "kubeconfig"
 
     def start(self) -> KindCluster:
+        # A kind node is privileged and shares the host's /proc/sys: its kubelet sets these kernel tunables on
+        # the host (protectKernelDefaults false). Recorded here and put back in stop().
+        self._saved_sysctls = read_sysctls()
         try:
             self._start()
         except BaseException:
@@ -290,7 +294,30 @@ class KindCluster:
             self.docker.stop()
         self.docker = None
         self._restore_env()
+        restore_sysctls(self._saved_sysctls)
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+# The tunables a kubelet writes on start (pkg/kubelet/cm/container_manager_linux.go setupKernelTunables).
+KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+                   "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+
+
+def read_sysctls(names: tuple[str, ...] = KUBELET_SYSCTLS) -> dict[str, str]:
+    out = {}
+    for n in names:
+        with contextlib.suppress(OSError):
+            out[n] = (Path("/proc/sys") / n).read_text().strip()
+    return out
+
+
+def restore_sysctls(saved: dict[str, str]) -> None:
+    """Put back what the kind nodes' kubelets changed on the host (host hygiene)."""
+    for n, value in saved.items():
+        path = Path("/proc/sys") / n
+        with contextlib.suppress(OSError):
+            if path.read_text().strip() != value:
+                path.write_text(value + "\n")
 
 
 def _tail(text: str | bytes | None, limit: int = 600) -> str:
