@@ -111,3 +111,17 @@ def test_orphaned_temporary_state_dirs_of_dead_runs_are_reaped(tmp_path: Path) -
     claim_state_dir(user)  # a sim-marked dir of `sim up`, not temporary: never reaped
     assert reap_orphaned_temp_dirs(str(tmp_path)) == [dead]
     assert not dead.exists() and (alive / "kubeconfig").exists() and user.exists()
+
+
+def test_operator_process_logs_go_with_the_state_dir(tmp_path: Path) -> None:
+    # The status loop of the simulated operator and the real operator's processes log into the state dir.
+    from gpu_conformance.sim.operator_status import LOOP_NAME
+    from gpu_conformance.sim.real_operator import OPERAND_LOOP, PROCESS
+
+    state = tmp_path / "new"
+    claim_state_dir(state)
+    fake_sim_files(state)
+    for name in (LOOP_NAME, PROCESS, OPERAND_LOOP):
+        (state / f"{name}.log").write_text("x\n")
+    stop_state_dir(state)
+    assert not state.exists()

@@ -70,7 +70,10 @@ TEMP_PREFIX = "gpu-sim-"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # Everything the sim writes into its state dir: `sim down` removes these and nothing else.
 STATE_ENTRIES = ("kubeconfig", "kwok.yaml", PIDS_FILE, "logs", "pki", "kwok-home", "etcd",
-                 *(f"{c}.log" for c in COMPONENTS))
+                 *(f"{c}.log" for c in COMPONENTS),
+                 # Logs of the processes the simulated and the real operator add (operator_status.LOOP_NAME,
+                 # real_operator.PROCESS / OPERAND_LOOP): sim down removes them too.
+                 "sim-operator-status.log", "gpu-operator.log", "sim-operands.log")
 
 _CONTAINER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _STOP_GRACE = 5.0
