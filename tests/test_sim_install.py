@@ -694,3 +694,10 @@ def test_sim_install_timing_default_and_50_nodes(bin_dir: Path, default_install:
         assert len(_pods_by_app(kube, "nvidia-cuda-validator")) == 50
     print(f"\nsim install: default 3+1 nodes {small.seconds:.1f}s, 50+1 nodes {elapsed:.1f}s")
     assert small.seconds < 30 and elapsed < 150
+
+
+def test_install_deadline_grows_with_the_node_count() -> None:
+    # Issue 14: a fixed 90 s made `sim up --gpu-nodes 1000` fail (its install took 377 s here).
+    from gpu_conformance.sim.reconcile import install_timeout
+
+    assert install_timeout(4) == 90 and install_timeout(1001) > 377
