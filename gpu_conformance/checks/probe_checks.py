@@ -310,9 +310,11 @@ def probe_started(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservati
             continue
         start = start_failure(pod, p.events)
         if start:
+            cdi = (" — the device plugin allocated a CDI device that no CDI spec on the node resolves: the CDI spec "
+                   "is missing or stale (the toolkit writes it)") if "cdi" in str(start["message"]).lower() else ""
             f.append(Finding(Status.FAIL,
                              f"the runtime could not start the probe container ({start['reason']}): "
-                             f"{start['message']}".rstrip(": "),
+                             f"{start['message']}".rstrip(": ") + cdi,
                              node=p.node, evidence={"pod": p.name, "observed": start, "events": p.event_lines()},
                              kubectl=kubectl))
             continue
