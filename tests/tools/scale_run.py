@@ -40,7 +40,15 @@ def main(nodes: int, report_dir: Path) -> dict:
     t2 = time.monotonic()
     return {"nodes": nodes, "build_s": round(t1 - t0, 1), "judge_and_reports_s": round(t2 - t1, 1),
             "json_bytes": j.stat().st_size, "html_bytes": h.stat().st_size, "findings": len(findings),
-            "maxrss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+            "maxrss_mib": peak_mib()}
+
+
+def peak_mib() -> int:
+    """This process's own peak RSS. VmHWM starts afresh at exec; ru_maxrss keeps the forking parent's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 if __name__ == "__main__":
