@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from gpu_conformance import operands as op
 from gpu_conformance.errors import UsageError
 from gpu_conformance.model import Layer
+from gpu_conformance.sim import operand_loop as hosts
 from gpu_conformance.sim import pod_states
 from gpu_conformance.sim.install import (
     CLUSTERPOLICY_NAME,
@@ -93,6 +94,10 @@ class FaultContext:
 
     def wait_no_pods(self, app: str, node: str) -> None:
         self.wait(lambda: not self.pods(app, node), f"{app} pod gone from {node}")
+
+    def host_fault(self, node: str, fault: str) -> None:
+        """What is broken on the machine itself: the operand loop plays the node accordingly (held stages)."""
+        hosts.set_host_fault(self.kube, node, fault)
 
 
 @dataclass(frozen=True)
@@ -376,6 +381,7 @@ def _driver_upgrade(ctx: FaultContext) -> None:
        Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004"}, NODE,
        states_not_ready=frozenset({"state-driver", "state-operator-validation", "state-device-plugin"}))
 def _driver_crashloop(ctx: FaultContext) -> None:
+    ctx.host_fault(NODE, hosts.DRIVER_UNLOADABLE)
     d = ctx.pod(op.DRIVER.daemonset, NODE)
     ctx.set_status(d, pod_states.crash_looping(d, "nvidia-driver-ctr", restarts=8))
     t = ctx.pod(op.TOOLKIT.daemonset, NODE)
@@ -393,6 +399,7 @@ def _driver_crashloop(ctx: FaultContext) -> None:
        Layer.DRIVER_TOOLKIT, {"DRV-003", "DRV-004"}, NODE, profile="host-driver",
        simulated_only=NOT_CHART_DEFAULT)
 def _host_driver_broken(ctx: FaultContext) -> None:
+    ctx.host_fault(NODE, hosts.DRIVER_UNLOADABLE)
     t = ctx.pod(op.TOOLKIT.daemonset, NODE)
     ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
     _validator_stuck(ctx, NODE, "driver-validation", crash=False, restarts=0)
@@ -408,6 +415,7 @@ def _host_driver_broken(ctx: FaultContext) -> None:
        "gated operands Init:0/1; no GPU resources; no cuda validator",
        Layer.DRIVER_TOOLKIT, {"DRV-004"}, NODE)
 def _toolkit_validation_failing(ctx: FaultContext) -> None:
+    ctx.host_fault(NODE, hosts.RUNTIME_CLOBBERED)
     _validator_stuck(ctx, NODE, "toolkit-validation", crash=True, restarts=14)
     ctx.log("toolkit-validation", TOOLKIT_FAIL_LOG.format(t=_t(), v=ctx.sim.profile.operator_version))
     _gated_pods_wait_for_toolkit(ctx, NODE)
@@ -420,7 +428,9 @@ def _toolkit_validation_failing(ctx: FaultContext) -> None:
        Layer.DRIVER_TOOLKIT, {"DRV-005"}, NODE)
 def _cuda_validation_failing(ctx: FaultContext) -> None:
     # A finished pod's status cannot be rewritten (terminated is final), so the validator's next attempt
-    # is the pod that fails: delete the Succeeded one and let the new one end Failed, as kubelet reports it.
+    # is the pod that fails: delete the Succeeded one; the operand loop runs the new one's vectorAdd, which
+    # fails on this host (Failed in init, as kubelet reports it).
+    ctx.host_fault(NODE, hosts.CUDA_FAILING)
     _no_cuda_validator(ctx, NODE)
     c = ctx.kube.create(cuda_validator_pod(ctx.sim.profile, ctx.ns, NODE, ctx.sim.clusterpolicy_uid))
     name = c["metadata"]["name"]
@@ -428,9 +438,6 @@ def _cuda_validation_failing(ctx: FaultContext) -> None:
     def phase() -> str:
         return ctx.kube.get("Pod", name, ctx.ns).get("status", {}).get("phase", "")
 
-    # Let kwok start it first (it only touches fresh pods), then end it the way kubelet reports a failed init.
-    ctx.wait(lambda: phase() == "Running", "new cuda validator running")
-    ctx.set_status(c, pod_states.failed_in_init(c, "cuda-validation", exit_code=1))
     ctx.wait(lambda: phase() == "Failed", "cuda validator Failed")
     t = _t()
     ctx.log("cuda-validation", f'time="{t}" level=info msg="pod {name} is curently in Pending phase"\n'
@@ -741,6 +748,7 @@ def _node_cordoned(ctx: FaultContext) -> None:
        states_not_ready=frozenset({"state-operator-validation", "state-device-plugin"}),
        root_cause_check="DRV-006", root_cause_says='no runtime for "nvidia" is configured')
 def _runtime_handler_missing(ctx: FaultContext) -> None:
+    ctx.host_fault(NODE, hosts.RUNTIME_MISSING)
     _no_cuda_validator(ctx, NODE)
     for o in (op.VALIDATOR, *GATED):
         if not ctx.pods(o.daemonset, NODE):

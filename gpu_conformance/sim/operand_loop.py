@@ -1,18 +1,30 @@
-"""What the operand programs do on a node, for operand pods whoever created them (the real operator's).
+"""What the operand programs do on a node, whichever operator created their pods (hand-written or real).
 
-kwok runs the pods but not the programs in them. This loop plays their effects on the cluster, each
-tied to the life of the pod that causes it:
+kwok runs pods but not the programs in them, and it would complete every init container at once. This loop
+is the kubelet and the programs for the operand side, in the order a real node goes through it:
 
+* the validation chain. kwok leaves alone every pod with a `*-validation` init container (kwok-stages.yaml);
+  this loop runs their init containers one at a time, each held until what it validates is ready (facts
+  §3a/§3d): `driver-validation` (validator and toolkit pods) until the node's driver pod is Ready (or the host
+  driver works); the validator's `toolkit-validation` until the toolkit pod is Ready; `cuda-validation`
+  creates an `nvidia-cuda-validator` pod on the node and waits until it Succeeded; `plugin-validation` until
+  the node's capacity has a GPU resource; the other operands' `toolkit-validation` until the validator passed
+  its toolkit stage (the toolkit-ready file). A stage that is not ready shows as kubelet shows it: that
+  init container running (or crash-looping), the later ones waiting in PodInitializing (kubectl: Init:k/N);
 * the device plugin's pod runs on a GPU node -> kubelet advertises the node's GPU resources; the pod is
   gone -> the resources become unallocatable (allocatable 0, capacity kept, as kubelet does when a plugin
   unregisters);
 * GFD's pod runs -> the GFD labels (the operator then deploys mig-manager on MIG-capable GPUs);
 * mig-manager's pod runs -> nvidia.com/mig.config.state=success;
-* the validator's pod runs -> its cuda-validation creates an nvidia-cuda-validator pod on the node,
-  which completes.
+* the cuda validator pod's vectorAdd runs -> the pod completes.
+
+What is wrong on a machine itself, where no Kubernetes object shows it (a driver that cannot load, a
+clobbered containerd config, a failing vectorAdd), faults record in the ConfigMap gpu-sim-hosts
+(kube-system), node -> comma-separated host faults (set_host_fault); the loop plays the node accordingly.
 
 Effects fire on changes (a new pod uid, a pod gone), never as a level every round, so a fault that
-changes a node's resources or labels afterwards stays as the fault left it.
+changes a node's resources or labels afterwards stays as the fault left it; a pod's status is written only
+when its shape changes (pod_states.shape), and pods past their init chain are left to whoever writes them.
 
     python -m gpu_conformance.sim.operand_loop --kubeconfig K --namespace NS --profile P
 """
@@ -22,10 +34,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -34,105 +48,351 @@ from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance import operands as op
 from gpu_conformance.sim import install as inst
+from gpu_conformance.sim import pod_states
 from gpu_conformance.sim.profiles import Profile, get_profile
 
 Obj = dict[str, Any]
+Action = Callable[[], Any]
+
+HOSTS_NAMESPACE = "kube-system"
+HOSTS_CONFIGMAP = "gpu-sim-hosts"
+# The loop's first round is done (value: its pid): faults may change what it would otherwise undo.
+STARTED_ANNOTATION = "gpu-conformance.nvidia.com/operand-loop-pid"
+# Host faults: what is broken on the machine, under Kubernetes.
+DRIVER_UNLOADABLE = "driver-unloadable"  # the kernel module does not load: driver pod crash-loops, no nvidia-smi
+RUNTIME_CLOBBERED = "runtime-clobbered"  # containerd lost the toolkit's nvidia runtime config: nvidia-smi not found
+RUNTIME_MISSING = "runtime-missing"      # no "nvidia" runtime handler: runtimeClassName nvidia pods get no sandbox
+CUDA_FAILING = "cuda-failing"            # vectorAdd fails (GPU off the bus, driver/CUDA mismatch)
+HOST_FAULTS = (DRIVER_UNLOADABLE, RUNTIME_CLOBBERED, RUNTIME_MISSING, CUDA_FAILING)
+# Init containers this loop runs (kwok-stages.yaml leaves every pod that has one to it).
+PLAYED_SUFFIX = "-validation"
+# Stage outcomes of one init container.
+PASS, WAIT, CRASH, FAIL = "pass", "wait", "crash", "fail"
+
+
+def played(pod: Obj) -> bool:
+    """Pods whose init containers this loop runs (exactly those kwok's pod stages leave alone)."""
+    return any(c["name"].endswith(PLAYED_SUFFIX) for c in pod.get("spec", {}).get("initContainers") or [])
 
 
 def _running(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
 
 
+def _ready(pod: Obj) -> bool:
+    return _running(pod) and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                 for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _node_order(name: str) -> tuple[str, int, str]:
+    # gpu-node-2 before gpu-node-10: the install assigns hardware by this index.
+    m = re.match(r"(.*?)(\d+)$", name)
+    return (m.group(1), int(m.group(2)), name) if m else (name, -1, name)
+
+
 def _gpu_node_names(nodes: list[Obj]) -> list[str]:
-    return sorted(n["metadata"]["name"] for n in nodes
-                  if (n["metadata"].get("labels") or {}).get(inst.NFD_PCI_LABEL) == "true")
+    return sorted((n["metadata"]["name"] for n in nodes
+                   if (n["metadata"].get("labels") or {}).get(inst.NFD_PCI_LABEL) == "true"), key=_node_order)
+
+
+# ---- host faults ---------------------------------------------------------------------------------
+def host_faults(kube: Any) -> dict[str, set[str]]:
+    """node -> the host faults recorded for it."""
+    try:
+        cm = kube.get("ConfigMap", HOSTS_CONFIGMAP, HOSTS_NAMESPACE)
+    except ApiException as e:
+        if e.status == 404:
+            return {}
+        raise
+    return {node: {f for f in value.split(",") if f} for node, value in (cm.get("data") or {}).items()}
+
+
+def _ensure_hosts(kube: Any) -> None:
+    with contextlib.suppress(ApiException):  # 409: it exists
+        kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": HOSTS_CONFIGMAP, "namespace": HOSTS_NAMESPACE}, "data": {}})
+
+
+def set_host_fault(kube: Any, node: str, fault: str, present: bool = True) -> None:
+    """Record (or clear) a host fault on a node; the loop plays the node accordingly from its next round."""
+    if fault not in HOST_FAULTS:
+        raise ValueError(f"unknown host fault {fault!r} (known: {', '.join(HOST_FAULTS)})")
+    _ensure_hosts(kube)
+    have = host_faults(kube).get(node, set())
+    have = (have | {fault}) if present else (have - {fault})
+    kube.patch("ConfigMap", HOSTS_CONFIGMAP, {"data": {node: ",".join(sorted(have)) or None}}, HOSTS_NAMESPACE)
+
+
+def wait_started(kube: Any, pid: int, timeout: float = 60.0) -> None:
+    """Until the loop process `pid` finished its first round."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with contextlib.suppress(ApiException):
+            cm = kube.get("ConfigMap", HOSTS_CONFIGMAP, HOSTS_NAMESPACE)
+            if (cm["metadata"].get("annotations") or {}).get(STARTED_ANNOTATION) == str(pid):
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"the operand loop (pid {pid}) did not complete a round within {timeout:.0f} s")
+
+
+# ---- one node, as this round sees it ---------------------------------------------------------------
+class _Node:
+    def __init__(self, name: str, plan: inst.NodePlan, node: Obj, pods: list[Obj], host: set[str],
+                 need_driver_pod: bool, need_toolkit_pod: bool) -> None:
+        self.name = name
+        self.plan = plan
+        self.node = node
+        self.host = host
+        self.by_app: dict[str, list[Obj]] = {}
+        for p in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", "")):
+            self.by_app.setdefault((p["metadata"].get("labels") or {}).get("app", ""), []).append(p)
+        self.need_driver_pod = need_driver_pod
+        self.need_toolkit_pod = need_toolkit_pod
+
+    def pods(self, app: str) -> list[Obj]:
+        return self.by_app.get(app, [])
+
+    def current(self, app: str) -> Obj | None:
+        """The newest pod of the app on the node (a DaemonSet has one per node)."""
+        pods = self.pods(app)
+        return pods[-1] if pods else None
+
+    def running(self, app: str) -> Obj | None:
+        return next((p for p in reversed(self.pods(app)) if _running(p)), None)
+
+    def driver_ready(self) -> bool:
+        """What driver-validation waits for: the driver pod's startup probe passed (.driver-ctr-ready), or,
+        without the operator's driver here, the host's own driver answers nvidia-smi."""
+        if DRIVER_UNLOADABLE in self.host:
+            return False
+        driver = self.current(op.DRIVER.daemonset)
+        labels = self.node["metadata"].get("labels") or {}
+        if driver is None and not (self.need_driver_pod and labels.get(op.DRIVER.deploy_label) == "true"):
+            return True
+        return driver is not None and _ready(driver)
+
+    def toolkit_ready(self) -> bool:
+        """The toolkit pod runs, so containerd has the nvidia runtime the validator's nvidia-smi needs."""
+        toolkit = self.current(op.TOOLKIT.daemonset)
+        return _ready(toolkit) if toolkit is not None else not self.need_toolkit_pod
+
+    def validated(self, stage: str) -> bool:
+        """The validator on this node passed `stage` (its status file, e.g. toolkit-ready, exists)."""
+        v = self.current(op.VALIDATOR.daemonset)
+        if v is None:
+            return False
+        names = [c["name"] for c in v["spec"].get("initContainers") or []]
+        return stage in names and pod_states.init_progress(v) > names.index(stage)
+
+    def gpu_capacity(self) -> bool:
+        """What plugin-validation polls: a nvidia.com/gpu* or nvidia.com/mig-* resource of at least 1."""
+        cap = (self.node.get("status") or {}).get("capacity") or {}
+        for key, qty in cap.items():
+            if key.startswith(("nvidia.com/gpu", "nvidia.com/mig-")):
+                with contextlib.suppress(ValueError):
+                    if float(str(qty)) >= 1:
+                        return True
+        return False
 
 
 class OperandSim:
-    """One instance per cluster; step() is one round (also used in-process by tests)."""
+    """One instance per cluster; step() is one round (also used in-process by the hand-written install)."""
 
-    def __init__(self, kube: Any, profile: Profile, namespace: str) -> None:
+    def __init__(self, kube: Any, profile: Profile, namespace: str, workers: int = 8) -> None:
         self.kube = kube
         self.profile = profile
         self.ns = namespace
+        self.workers = workers
+        spec = inst.clusterpolicy_spec(profile)
+        self.need_driver_pod = profile.driver_pods_expected
+        self.need_toolkit_pod = op.operand_enabled(op.TOOLKIT, spec)
         self.advertised: dict[str, str] = {}       # node -> device-plugin pod uid whose resources are in
         self.labelled: dict[tuple[str, str], str] = {}  # (node, operand key) -> pod uid
-        self.cuda_for: dict[str, str] = {}         # node -> validator pod uid that created its cuda pod
-        self.completed: set[str] = set()           # cuda validator pod uids completed
+        self.crashed_drivers: set[str] = set()    # driver pod uids this loop made crash-loop
+        self.seeded = False
+        self.pods: list[Obj] = []                  # what the last round listed
+        self._plans: dict[str, inst.NodePlan] = {}
+        self._plan_names: list[str] = []
+        self._cp_uid: str | None = None
 
     def _clusterpolicy_uid(self) -> str | None:
-        with contextlib.suppress(ApiException):
-            cps = self.kube.list("ClusterPolicy")
-            if cps:
-                return min(cps, key=lambda c: c["metadata"].get("creationTimestamp", ""))["metadata"]["uid"]
-        return None
+        if self._cp_uid is None:
+            with contextlib.suppress(ApiException):
+                cps = self.kube.list("ClusterPolicy")
+                if cps:
+                    self._cp_uid = min(cps, key=lambda c: c["metadata"].get("creationTimestamp", ""))["metadata"]["uid"]
+        return self._cp_uid
+
+    def plans(self, nodes: list[Obj]) -> dict[str, inst.NodePlan]:
+        names = _gpu_node_names(nodes)
+        if names != self._plan_names:
+            # Hardware by node index, as the hand-written install assigns it (gpu-node-<i>).
+            self._plans = {p.name: p for p in inst.node_plans(self.profile, names, [])}
+            self._plan_names = names
+        return self._plans
 
     def step(self) -> int:
-        """One round; returns how many effects it applied."""
+        """One round; returns how many writes it made."""
         nodes = self.kube.list("Node")
-        names = _gpu_node_names(nodes)
-        # Hardware by node index, as the hand-written install assigns it (gpu-node-<i>).
-        plans = {p.name: p for p in inst.node_plans(self.profile, names, [])}
-        pods = self.kube.list("Pod", self.ns)
-        running: dict[tuple[str, str], Obj] = {}
-        for p in pods:
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        plans = self.plans(nodes)
+        self.pods = self.kube.list("Pod", self.ns)
+        hosts = host_faults(self.kube)
+        per_node: dict[str, list[Obj]] = {}
+        for p in self.pods:
             node = p["spec"].get("nodeName") or ""
-            app = (p["metadata"].get("labels") or {}).get("app", "")
-            if node in plans and _running(p):
-                running[(node, app)] = p
-        applied = 0
-        for node, plan in plans.items():
-            applied += self._device_plugin(node, plan, running.get((node, op.DEVICE_PLUGIN.daemonset)))
-            for operand in (op.GFD, op.MIG_MANAGER):
-                pod = running.get((node, operand.daemonset))
-                labels = plan.operand_labels.get(operand.key)
-                if pod and labels and self.labelled.get((node, operand.key)) != pod["metadata"]["uid"]:
-                    self.kube.patch("Node", node, {"metadata": {"labels": labels}})
-                    self.labelled[(node, operand.key)] = pod["metadata"]["uid"]
-                    applied += 1
-            validator = running.get((node, op.VALIDATOR.daemonset))
-            if validator and self.cuda_for.get(node) != validator["metadata"]["uid"]:
-                applied += self._create_cuda_validator(node)
-                self.cuda_for[node] = validator["metadata"]["uid"]
-        for p in pods:
-            app = (p["metadata"].get("labels") or {}).get("app", "")
-            if app == op.CUDA_VALIDATOR_APP and _running(p) and p["metadata"]["uid"] not in self.completed:
-                from gpu_conformance.sim.reconcile import _completed_status
+            if node in plans and not p["metadata"].get("deletionTimestamp"):
+                per_node.setdefault(node, []).append(p)
+        views = [_Node(name, plan, by_name[name], per_node.get(name, []), hosts.get(name, set()),
+                       self.need_driver_pod, self.need_toolkit_pod) for name, plan in plans.items()]
+        if not self.seeded:
+            for v in views:
+                self._seed(v)
+            self.seeded = True
+        actions: list[Action] = []
+        for v in views:
+            actions += self._kubelet(v)
+            actions += self._programs(v)
+        if actions:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(actions))) as pool:
+                list(pool.map(lambda f: f(), actions))
+        return len(actions)
 
-                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                self.kube.patch("Pod", p["metadata"]["name"], {"status": _completed_status(p, now)}, self.ns,
-                                status=True)
-                self.completed.add(p["metadata"]["uid"])
-                applied += 1
-        return applied
+    def _seed(self, v: _Node) -> None:
+        """What an earlier loop (the install's, or this process before a restart) already did stays done."""
+        cap = (v.node.get("status") or {}).get("capacity") or {}
+        dp = v.running(op.DEVICE_PLUGIN.daemonset)
+        if dp is not None and any(k in cap for k in v.plan.gpu_resources):
+            self.advertised[v.name] = dp["metadata"]["uid"]
+        labels = v.node["metadata"].get("labels") or {}
+        for operand in (op.GFD, op.MIG_MANAGER):
+            pod = v.running(operand.daemonset)
+            want = v.plan.operand_labels.get(operand.key) or {}
+            if pod is not None and want and all(k in labels for k in want):
+                self.labelled[(v.name, operand.key)] = pod["metadata"]["uid"]
 
-    def _device_plugin(self, node: str, plan: inst.NodePlan, pod: Obj | None) -> int:
-        if pod is not None and self.advertised.get(node) != pod["metadata"]["uid"] and plan.gpu_resources:
-            self.kube.patch("Node", node, {"status": {"capacity": plan.gpu_resources,
-                                                      "allocatable": plan.gpu_resources}}, status=True)
-            self.advertised[node] = pod["metadata"]["uid"]
-            return 1
-        if pod is None and node in self.advertised:
-            # The plugin unregistered: kubelet keeps the capacity but nothing is allocatable any more.
-            self.kube.patch("Node", node, {"status": {"allocatable": dict.fromkeys(plan.gpu_resources, "0")}},
-                            status=True)
-            del self.advertised[node]
-            return 1
-        return 0
+    # ---- kubelet: pod statuses ------------------------------------------------------------------
+    def _write_status(self, pod: Obj, status: Obj) -> Action:
+        name = pod["metadata"]["name"]
 
-    def _create_cuda_validator(self, node: str) -> int:
+        def write() -> None:
+            with contextlib.suppress(ApiException):  # deleted meanwhile: nothing to write
+                self.kube.patch("Pod", name, {"status": status}, self.ns, status=True)
+        return write
+
+    def _kubelet(self, v: _Node) -> list[Action]:
+        actions: list[Action] = []
+        driver = v.current(op.DRIVER.daemonset)
+        if driver is not None and DRIVER_UNLOADABLE in v.host:
+            want = pod_states.crash_looping(driver, "nvidia-driver-ctr", restarts=8)
+            if pod_states.shape(driver.get("status")) != pod_states.shape(want):
+                actions.append(self._write_status(driver, want))
+            self.crashed_drivers.add(driver["metadata"]["uid"])
+        elif driver is not None and driver["metadata"]["uid"] in self.crashed_drivers:
+            # The module loads again (the host was mended): the container's next restart comes up and its
+            # startup probe passes. Only pods this loop crashed: others' statuses are a fault's to keep.
+            self.crashed_drivers.discard(driver["metadata"]["uid"])
+            want = pod_states.running_ready(driver)
+            for cs in want["containerStatuses"]:
+                cs["restartCount"] = 9 if cs["name"] == "nvidia-driver-ctr" else 0
+            actions.append(self._write_status(driver, want))
+        for pods in v.by_app.values():
+            for pod in pods:
+                if not played(pod) or (pod.get("status") or {}).get("phase", "Pending") != "Pending":
+                    continue  # past its init chain: its containers are kubelet's (or a fault's) to report
+                want = self._next_status(pod, v, actions)
+                if pod_states.shape(pod.get("status")) != pod_states.shape(want):
+                    actions.append(self._write_status(pod, want))
+        return actions
+
+    def _next_status(self, pod: Obj, v: _Node, actions: list[Action]) -> Obj:
+        """The pod's status after this round: at most one more init container through, as a node runs them."""
+        if RUNTIME_MISSING in v.host and pod["spec"].get("runtimeClassName") == "nvidia":
+            return pod_states.no_sandbox(pod)
+        app = (pod["metadata"].get("labels") or {}).get("app", "")
+        inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
+        done = pod_states.init_progress(pod)
+        finished = pod_states.completed if app == op.CUDA_VALIDATOR_APP else pod_states.running_ready
+        if done >= len(inits):
+            return finished(pod)
+        stage = inits[done]
+        outcome = self._gate(pod, app, stage, v, actions)
+        if outcome == FAIL:
+            return pod_states.failed_in_init(pod, stage)
+        if outcome in (WAIT, CRASH):
+            restarts = next((cs.get("restartCount", 0) for cs in (pod.get("status") or {}).get(
+                "initContainerStatuses") or [] if cs.get("name") == stage), 0)
+            return pod_states.stuck_in_init(pod, stage, crash=outcome == CRASH,
+                                            restarts=max(restarts, 1) if outcome == CRASH else restarts)
+        if done + 1 < len(inits):
+            return pod_states.stuck_in_init(pod, inits[done + 1], crash=False)  # the next one starts
+        return finished(pod)
+
+    def _gate(self, pod: Obj, app: str, stage: str, v: _Node, actions: list[Action]) -> str:
+        """Whether init container `stage` of the pod exits 0 now (facts §3a, §3d)."""
+        if app == op.CUDA_VALIDATOR_APP:  # its cuda-validation runs vectorAdd (no retry: OnFailure ends it Failed)
+            return FAIL if CUDA_FAILING in v.host else PASS
+        if stage == "driver-validation":  # WITH_WAIT=true: loops until the driver answers
+            return PASS if v.driver_ready() else WAIT
+        if stage == "toolkit-validation" and app == op.VALIDATOR.daemonset:
+            if RUNTIME_CLOBBERED in v.host:
+                return CRASH  # WITH_WAIT=false: nvidia-smi not found, exit 127, kubelet restarts it
+            return PASS if v.toolkit_ready() else WAIT
+        if stage == "toolkit-validation":  # the other operands: until [ -f toolkit-ready ]
+            return PASS if v.validated("toolkit-validation") else WAIT
+        if stage == "cuda-validation":
+            return self._cuda_stage(pod, v, actions)
+        if stage == "plugin-validation":
+            return PASS if v.gpu_capacity() else WAIT
+        return PASS  # nvidia-fs/gdrcopy (after driver-validation), sandbox validations: nothing to hold them
+
+    def _cuda_stage(self, validator: Obj, v: _Node, actions: list[Action]) -> str:
+        """cuda-validation: create this run's nvidia-cuda-validator pod (deleting an older one), wait until it
+        Succeeded."""
+        created = validator["metadata"].get("creationTimestamp", "")
+        cudas = v.pods(op.CUDA_VALIDATOR_APP)
+        mine = [p for p in cudas if p["metadata"].get("creationTimestamp", "") >= created]
+        if mine:
+            return PASS if (mine[-1].get("status") or {}).get("phase") == "Succeeded" else WAIT
+        actions.append(lambda: self._create_cuda_validator(v.name, cudas))
+        return WAIT
+
+    def _create_cuda_validator(self, node: str, old: list[Obj]) -> None:
         from gpu_conformance.sim.reconcile import cuda_validator_name
 
-        existing = [p for p in self.kube.list("Pod", self.ns, label_selector=f"app={op.CUDA_VALIDATOR_APP}")
-                    if p["spec"].get("nodeName") == node]
-        for p in existing:  # the validator deletes its previous workload pod before creating a new one
+        for p in old:  # the validator deletes its previous workload pod before creating a new one
             with contextlib.suppress(ApiException):
                 self.kube.request("DELETE", self.kube.path("Pod", p["metadata"]["name"], self.ns),
                                   body={"gracePeriodSeconds": 0})
+        # Named like generateName would; the first one deterministically (the cuda-validation log cites it).
         pod = inst.cuda_validator_pod(self.profile, self.ns, node, self._clusterpolicy_uid(),
-                                      name=None if existing else cuda_validator_name(node))
+                                      name=None if old else cuda_validator_name(node))
         self.kube.create(pod)
-        return 1
+
+    # ---- the programs: node resources and labels -------------------------------------------------
+    def _programs(self, v: _Node) -> list[Action]:
+        actions: list[Action] = []
+        plan = v.plan
+        dp = v.running(op.DEVICE_PLUGIN.daemonset)
+        if dp is not None and self.advertised.get(v.name) != dp["metadata"]["uid"] and plan.gpu_resources:
+            actions.append(lambda n=v.name, r=plan.gpu_resources: self.kube.patch(
+                "Node", n, {"status": {"capacity": r, "allocatable": r}}, status=True))
+            self.advertised[v.name] = dp["metadata"]["uid"]
+        elif dp is None and v.name in self.advertised:
+            # The plugin unregistered: kubelet keeps the capacity but nothing is allocatable any more.
+            cap = (v.node.get("status") or {}).get("capacity") or {}
+            zero = {k: "0" for k in plan.gpu_resources if k in cap}
+            if zero:
+                actions.append(lambda n=v.name, z=zero: self.kube.patch(
+                    "Node", n, {"status": {"allocatable": z}}, status=True))
+            del self.advertised[v.name]
+        for operand in (op.GFD, op.MIG_MANAGER):
+            pod = v.running(operand.daemonset)
+            labels = plan.operand_labels.get(operand.key)
+            if pod and labels and self.labelled.get((v.name, operand.key)) != pod["metadata"]["uid"]:
+                actions.append(lambda n=v.name, lb=labels: self.kube.patch("Node", n, {"metadata": {"labels": lb}}))
+                self.labelled[(v.name, operand.key)] = pod["metadata"]["uid"]
+        return actions
 
 
 class OperatorPause:
@@ -177,6 +437,12 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
     _STOP = True
 
 
+def _mark_started(kube: Any) -> None:
+    _ensure_hosts(kube)
+    kube.patch("ConfigMap", HOSTS_CONFIGMAP, {"metadata": {"annotations": {STARTED_ANNOTATION: str(os.getpid())}}},
+               HOSTS_NAMESPACE)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpu_conformance.sim.operand_loop")
     ap.add_argument("--kubeconfig", required=True)
@@ -194,11 +460,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                      a.namespace)
     pause = OperatorPause(sim.kube, a.namespace, a.operator_pid, a.operator_start_time) if a.operator_pid else None
     signal.signal(signal.SIGTERM, _on_term)
+    started = False
     while not _STOP:
         try:
             busy = sim.step()
             if pause is not None:
                 pause.step()
+            if not started:
+                _mark_started(sim.kube)
+                started = True
         except Exception:  # an API hiccup or a race with a deleted object: the next round retries
             busy = 0
         if not busy:

@@ -144,3 +144,68 @@ def marked_not_ready(pod: Obj) -> Obj:
         conds.append(c)
     st["conditions"] = conds
     return st
+
+
+def running_ready(pod: Obj, host_ip: str = "127.0.0.1") -> Obj:
+    """Every init container exited 0, every container runs and is ready (what kubelet reports once a pod's
+    init chain is through)."""
+    ts = _now()
+    spec = pod.get("spec", {})
+    inits = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "restartCount": 0,
+              "started": False, "state": _terminated(0, "Completed", ts)} for c in spec.get("initContainers") or []]
+    containers = [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "started": True,
+                   "restartCount": 0, "state": {"running": {"startedAt": ts}}} for c in spec.get("containers") or []]
+    return {"phase": "Running", "conditions": _conditions(True, True, ts), "initContainerStatuses": inits,
+            "containerStatuses": containers, "startTime": ts, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}]}
+
+
+def completed(pod: Obj) -> Obj:
+    """A run-to-completion pod whose init containers and containers all exited 0 (kubectl: Completed)."""
+    ts = _now()
+
+    def terminated(c: Obj) -> Obj:
+        return {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "started": False,
+                "restartCount": 0, "state": _terminated(0, "Completed", ts)}
+
+    spec = pod.get("spec", {})
+    return {"phase": "Succeeded",
+            "conditions": [
+                {"type": "PodReadyToStartContainers", "status": "False", "lastTransitionTime": ts},
+                {"type": "Initialized", "status": "True", "reason": "PodCompleted", "lastTransitionTime": ts},
+                {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": ts},
+                {"type": "ContainersReady", "status": "False", "reason": "PodCompleted", "lastTransitionTime": ts},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts}],
+            "initContainerStatuses": [terminated(c) for c in spec.get("initContainers") or []],
+            "containerStatuses": [terminated(c) for c in spec.get("containers") or []]}
+
+
+def shape(status: Obj | None) -> tuple[Any, ...]:
+    """What distinguishes two statuses for a reader (phase, each container's state and reason, readiness),
+    ignoring timestamps and restart counts: a status is rewritten only when its shape changes."""
+    st = status or {}
+
+    def states(key: str) -> tuple[tuple[str, str, str, int], ...]:
+        out = []
+        for cs in st.get(key) or []:
+            state = cs.get("state") or {}
+            kind = next(iter(state), "")
+            detail = state.get(kind) or {}
+            out.append((cs.get("name", ""), kind, detail.get("reason", ""), int(detail.get("exitCode", 0) or 0)))
+        return tuple(out)
+
+    conds = tuple(sorted((c.get("type", ""), c.get("status", "")) for c in st.get("conditions") or []
+                         if c.get("type") in ("Ready", "Initialized", "PodReadyToStartContainers")))
+    return st.get("phase", ""), states("initContainerStatuses"), states("containerStatuses"), conds
+
+
+def init_progress(pod: Obj) -> int:
+    """How many of the pod's init containers (in order) have exited 0."""
+    done = {cs.get("name"): ((cs.get("state") or {}).get("terminated") or {}).get("exitCode") == 0
+            and "terminated" in (cs.get("state") or {})
+            for cs in (pod.get("status") or {}).get("initContainerStatuses") or []}
+    n = 0
+    for c in pod.get("spec", {}).get("initContainers") or []:
+        if not done.get(c["name"]):
+            break
+        n += 1
+    return n

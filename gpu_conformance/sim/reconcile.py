@@ -345,29 +345,6 @@ def _create_clusterpolicy(kube: Kube, obj: Obj, deadline: float) -> Obj:
             time.sleep(_POLL)
 
 
-def _pod_running(pod: Obj) -> bool:
-    return pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
-
-
-def _completed_status(pod: Obj, now: str) -> Obj:
-    """Status of a pod whose init container and container exited 0 (what the kubelet reports)."""
-    def terminated(c: Obj) -> Obj:
-        return {"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "started": False,
-                "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                                                            "startedAt": now, "finishedAt": now}}}
-
-    spec = pod["spec"]
-    return {"phase": "Succeeded",
-            "conditions": [
-                {"type": "PodReadyToStartContainers", "status": "False", "lastTransitionTime": now},
-                {"type": "Initialized", "status": "True", "reason": "PodCompleted", "lastTransitionTime": now},
-                {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
-                {"type": "ContainersReady", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now},
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
-            "initContainerStatuses": [terminated(c) for c in spec.get("initContainers", [])],
-            "containerStatuses": [terminated(c) for c in spec["containers"]]}
-
-
 def daemonset_rolled_out(ds: Obj, expected: int) -> bool:
     """The operator's isDaemonSetReady plus: the controller has seen the expected nodes."""
     st = ds.get("status", {})
@@ -457,7 +434,10 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
 
 
 def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
-    """Play kubelet, device plugin, GFD, mig-manager and the validator until everything is rolled out."""
+    """Play kubelet and the operand programs (sim/operand_loop.py, shared with the real operator) until
+    everything is rolled out."""
+    from gpu_conformance.sim.operand_loop import OperandSim
+
     m = sim.manifests
     ns = sim.namespace
     plans = {n.name: n for n in m.gpu_nodes}
@@ -465,57 +445,22 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
     nfd_worker = inst.nfd_name("worker")
     expected[nfd_worker] = len(m.nodes)
     deployments = [op.OPERATOR_DEPLOYMENT, inst.nfd_name("master"), inst.nfd_name("gc")]
-    done_capacity: set[str] = set()
-    done_labels: set[tuple[str, str]] = set()
-    cuda_created: dict[str, str] = {}
-    cuda_done: set[str] = set()
+    operands = OperandSim(kube, sim.profile, ns)
     # Listing every pod is the loop's cost: on big clusters poll less often, so the API server and
     # etcd (sharing the machine with kwok and the controllers) keep their CPU for the real work.
     small = len(m.nodes) <= 10
     poll = _POLL if small else min(1.0, _POLL + 0.015 * len(m.nodes))
-    apps_by_operand = {op.DEVICE_PLUGIN.daemonset: "capacity", op.GFD.daemonset: op.GFD.key,
-                       op.MIG_MANAGER.daemonset: op.MIG_MANAGER.key, op.VALIDATOR.daemonset: "cuda"}
     while True:
-        pods = kube.list("Pod", ns)
-        actions: list[Callable[[], None]] = []
-        for pod in pods:
-            node = pod.get("spec", {}).get("nodeName") or ""
-            app = pod["metadata"].get("labels", {}).get("app", "")
-            plan = plans.get(node)
-            if plan is None or not _pod_running(pod):
-                continue
-            what = apps_by_operand.get(app)
-            if what == "capacity" and node not in done_capacity and plan.gpu_resources:
-                done_capacity.add(node)
-                actions.append(lambda n=node, r=plan.gpu_resources: kube.patch(
-                    "Node", n, {"status": {"capacity": r, "allocatable": r}}, status=True))
-            elif what in (op.GFD.key, op.MIG_MANAGER.key) and (node, what) not in done_labels:
-                done_labels.add((node, what))
-                extra = plan.operand_labels.get(what)
-                if extra:
-                    actions.append(lambda n=node, lb=extra: kube.patch("Node", n, {"metadata": {"labels": lb}}))
-            elif what == "cuda" and node not in cuda_created:
-                cuda_created[node] = ""
-                actions.append(lambda n=node: _create_cuda_validator(kube, sim, n, cuda_created))
-            elif app == op.CUDA_VALIDATOR_APP and pod["metadata"]["name"] not in cuda_done:
-                # kwok completes only bare pods; this one is owned by the ClusterPolicy like the real one.
-                cuda_done.add(pod["metadata"]["name"])
-                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                actions.append(lambda name=pod["metadata"]["name"], pd=pod, ts=now: kube.patch(
-                    "Pod", name, {"status": _completed_status(pd, ts)}, ns, status=True))
-        if actions:
-            with ThreadPoolExecutor(max_workers=min(8, len(actions))) as pool:
-                list(pool.map(lambda f: f(), actions))
-            if small:
-                continue  # re-read right away: the patches changed what the next step sees
-
-        succeeded = {p["spec"].get("nodeName") for p in pods if p["metadata"].get("labels", {}).get("app")
-                     == op.CUDA_VALIDATOR_APP and p.get("status", {}).get("phase") == "Succeeded"}
+        if operands.step() and small:
+            continue  # re-read right away: the writes changed what the next step sees
+        pods = operands.pods
+        cuda = {p["spec"].get("nodeName"): p for p in pods if p["metadata"].get("labels", {}).get("app")
+                == op.CUDA_VALIDATOR_APP and p.get("status", {}).get("phase") == "Succeeded"}
         pending: list[str] = []
         validator_nodes = set(inst.expected_daemonset_nodes(m).get(op.VALIDATOR.daemonset, []))
-        pending += [f"cuda-validator on {n}" for n in sorted(validator_nodes - succeeded)]
+        pending += [f"cuda-validator on {n}" for n in sorted(validator_nodes - set(cuda))]
         pending += [f"GPU capacity on {n}" for n, plan in plans.items()
-                    if plan.gpu_resources and n not in done_capacity]
+                    if plan.gpu_resources and n not in operands.advertised]
         if not pending:
             dss = {d["metadata"]["name"]: d for d in kube.list("DaemonSet", ns)}
             pending += [f"DaemonSet {name} ({expected[name]} nodes)" for name in sorted(expected)
@@ -524,17 +469,9 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
             pending += [f"Deployment {name}" for name in deployments
                         if deps.get(name, {}).get("status", {}).get("availableReplicas", 0) < 1]
         if not pending:
-            sim.cuda_validator_pods = {n: cuda_created[n] for n in sorted(cuda_created)}
+            sim.cuda_validator_pods = {n: cuda[n]["metadata"]["name"] for n in sorted(cuda)}
             return
         if time.monotonic() > deadline:
             raise SimInstallError("simulated GPU Operator did not converge in time; still waiting for: "
                                   + ", ".join(pending[:10]) + (" …" if len(pending) > 10 else ""))
         time.sleep(poll)
-
-
-def _create_cuda_validator(kube: Kube, sim: SimInstall, node: str, created: dict[str, str]) -> None:
-    # Named like generateName would, but deterministic: the cuda-validation log cites gpu-node-0's pod.
-    pod = inst.cuda_validator_pod(sim.profile, sim.namespace, node, sim.clusterpolicy_uid,
-                                  name=cuda_validator_name(node))
-    got = kube.create(pod)
-    created[node] = got["metadata"]["name"]

@@ -83,6 +83,14 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
         else:
             inst = install(cluster.api_client(), profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes,
                            log_writer=cluster.write_container_log)
+        from gpu_conformance.sim.operand_loop import wait_started
+        from gpu_conformance.sim.real_operator import OPERAND_LOOP, start_operand_loop
+
+        if operator == "sim":
+            # The operand side (kubelet and operand programs) is the same process for both operators.
+            start_operand_loop(cluster, inst.profile, inst.namespace)
+        # Faults change what the loop would otherwise do on its first round (e.g. advertise GPUs again).
+        wait_started(Kube(cluster.api_client()), cluster._procs[OPERAND_LOOP].pid)
         fault_catalogue.apply_all(inst, list(faults or []), cluster)
         if operator == "sim":
             # The hand-written operator keeps its ClusterPolicy status current, in a process of its own that
