@@ -135,6 +135,27 @@ def wait_started(kube: Any, pid: int, timeout: float = 60.0) -> None:
     raise RuntimeError(f"the operand loop (pid {pid}) did not complete a round within {timeout:.0f} s")
 
 
+def join_gpu_node(sim: Any, name: str, operator: str = "sim", host: Sequence[str] = ()) -> None:
+    """A new GPU node registers (its host faults recorded first, so its first pods already meet them).
+
+    Its labels are NFD's; with the hand-written operator also the operator's (gpu.present, deploy labels),
+    which the real operator writes itself when it sees the node.
+    """
+    from gpu_conformance.sim.reconcile import node_object
+
+    for fault in host:
+        set_host_fault(sim.api, name, fault)
+    names = sorted({*sim.gpu_nodes, name}, key=_node_order)
+    plan = next(p for p in inst.node_plans(sim.profile, names, []) if p.name == name)
+    if operator != "sim":
+        plan = inst.NodePlan(name=plan.name, gpu=True, hardware=plan.hardware,
+                             labels=inst.nfd_labels(sim.profile, True), annotations={})
+    version = sim.api.request("GET", "/version").get("gitVersion", "v1.36.0")
+    sim.api.create(node_object(plan, sim.profile, version))
+    if name not in sim.gpu_nodes:
+        sim.gpu_nodes.append(name)
+
+
 # ---- one node, as this round sees it ---------------------------------------------------------------
 class _Node:
     def __init__(self, name: str, plan: inst.NodePlan, node: Obj, pods: list[Obj], host: set[str],
