@@ -162,7 +162,8 @@ def test_a_stuck_driver_holds_every_later_stage_until_mended(booted: tuple[Any, 
         n = kube.get("Node", NEW)
         return (all(_ready(now[a]) for a in held if a in now) and set(held) <= set(now)
                 and (now.get(op.CUDA_VALIDATOR_APP) or {}).get("status", {}).get("phase") == "Succeeded"
-                and _gpus(n) > 0 and "nvidia.com/gpu.product" in n["metadata"]["labels"])
+                and _gpus(n) > 0 and "nvidia.com/gpu.product" in n["metadata"]["labels"]
+                and n["metadata"]["labels"].get("nvidia.com/mig.config.state") == "success")
 
     _wait(healthy, lambda: str(picture()))
     time.sleep(1)
@@ -193,6 +194,9 @@ def test_a_stuck_driver_holds_every_later_stage_until_mended(booted: tuple[Any, 
     assert _at(_versions(events, op.DEVICE_PLUGIN.daemonset), advertised)["status"]["phase"] == "Running"
     labelled = _first(nodes, lambda n: "nvidia.com/gpu.product" in n["metadata"]["labels"])
     assert _at(_versions(events, op.GFD.daemonset), labelled)["status"]["phase"] == "Running"
+    # mig-manager (deployed on MIG-capable GPUs) reports its state once its pod runs.
+    reported = _first(nodes, lambda n: "nvidia.com/mig.config.state" in n["metadata"]["labels"])
+    assert _at(_versions(events, op.MIG_MANAGER.daemonset), reported)["status"]["phase"] == "Running"
     # Healthy stages never crashed: the validator waited, it did not restart.
     final = pods()[op.VALIDATOR.daemonset]["status"]["initContainerStatuses"]
     assert all(cs["restartCount"] == 0 for cs in final), final

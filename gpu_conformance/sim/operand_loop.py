@@ -49,6 +49,7 @@ from kubernetes.client.exceptions import ApiException
 from gpu_conformance import operands as op
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim import pod_states
+from gpu_conformance.sim.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
 from gpu_conformance.sim.profiles import Profile, get_profile
 
 Obj = dict[str, Any]
@@ -91,8 +92,13 @@ def _node_order(name: str) -> tuple[str, int, str]:
 
 
 def _gpu_node_names(nodes: list[Obj]) -> list[str]:
-    return sorted((n["metadata"]["name"] for n in nodes
-                   if (n["metadata"].get("labels") or {}).get(inst.NFD_PCI_LABEL) == "true"), key=_node_order)
+    """kwok's GPU nodes (a real node joined with --real-nodes has a kubelet of its own)."""
+    def kwok_gpu(n: Obj) -> bool:
+        meta = n["metadata"]
+        return ((meta.get("labels") or {}).get(inst.NFD_PCI_LABEL) == "true"
+                and (meta.get("annotations") or {}).get(KWOK_NODE_ANNOTATION) == KWOK_NODE_ANNOTATION_VALUE)
+
+    return sorted((n["metadata"]["name"] for n in nodes if kwok_gpu(n)), key=_node_order)
 
 
 # ---- host faults ---------------------------------------------------------------------------------

@@ -5,9 +5,11 @@ creates the DaemonSet and Deployment pods, the real scheduler binds them, kwok m
 no process here does by itself is done in the order the real components would do it:
 
 * nodes start without GPU resources, labelled by NFD and the operator (deploy labels);
-* once a node's device-plugin pod runs, its capacity/allocatable get the GPU resources (kubelet after
-  the plugin registered); once its GFD pod runs, the GFD labels appear; mig-manager reports its state;
-* once a node's validator pod runs, an `nvidia-cuda-validator-*` pod is created on it and completes;
+* the operand side (sim/operand_loop.py, the same for the real operator): the validation chain's init
+  containers pass one at a time, each once its stage is ready; the validator's cuda-validation creates an
+  `nvidia-cuda-validator-*` pod that completes; once a node's device-plugin pod runs, its
+  capacity/allocatable get the GPU resources; once its GFD pod runs, the GFD labels appear; mig-manager
+  reports its state;
 * when every operand is rolled out the ClusterPolicy status turns ready/Reconciled.
 
 Container logs are served by kwok per container name (every pod's container of that name shows the same
