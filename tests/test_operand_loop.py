@@ -1,0 +1,167 @@
+"""The operand loop's stage logic without a cluster: one init container per round, each held by its stage."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from gpu_conformance import operands as op
+from gpu_conformance.cluster.podstate import pod_status_text
+from gpu_conformance.sim import install as inst
+from gpu_conformance.sim import operand_loop as ol
+from gpu_conformance.sim import pod_states
+from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.reconcile import node_object
+
+Obj = dict[str, Any]
+NODE = "gpu-node-0"
+NS = "gpu-operator"
+
+
+class FakeKube:
+    """Just what OperandSim uses: list, get (the hosts ConfigMap), merge-patch of status/labels, create."""
+
+    def __init__(self, nodes: list[Obj], pods: list[Obj]) -> None:
+        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.pods = {p["metadata"]["name"]: p for p in pods}
+        self.configmaps: dict[str, Obj] = {}
+
+    def list(self, kind: str, namespace: str | None = None, label_selector: str = "") -> list[Obj]:
+        items = {"Node": self.nodes, "Pod": self.pods}.get(kind, {})
+        return [copy.deepcopy(o) for o in items.values()]
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
+        if kind == "ConfigMap" and name in self.configmaps:
+            return copy.deepcopy(self.configmaps[name])
+        raise ApiException(status=404)
+
+    def create(self, obj: Obj) -> Obj:
+        obj = copy.deepcopy(obj)
+        if obj["kind"] == "ConfigMap":
+            self.configmaps[obj["metadata"]["name"]] = obj
+        else:
+            obj["metadata"].setdefault("name", f"{op.CUDA_VALIDATOR_APP}-x{len(self.pods)}")
+            obj["metadata"].update(uid=obj["metadata"]["name"], creationTimestamp="2026-01-01T00:00:09Z")
+            self.pods[obj["metadata"]["name"]] = obj
+        return obj
+
+    def patch(self, kind: str, name: str, patch: Obj, namespace: str | None = None, status: bool = False) -> Obj:
+        target = {"Node": self.nodes, "Pod": self.pods, "ConfigMap": self.configmaps}[kind][name]
+        for key, value in patch.items():
+            if key == "data":
+                target.setdefault("data", {}).update({k: v for k, v in value.items() if v is not None})
+            elif key == "status" and kind == "Pod":
+                target["status"] = value
+            else:
+                for sub, val in value.items():
+                    target.setdefault(key, {}).setdefault(sub, {}).update(val) if isinstance(val, dict) \
+                        else target.setdefault(key, {}).__setitem__(sub, val)
+        return target
+
+    def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Obj:
+        self.pods.pop(path.rsplit("/", 1)[1], None)
+        return {}
+
+    def path(self, kind: str, name: str, namespace: str | None = None) -> str:
+        return f"/{kind}/{name}"
+
+
+def _pod(ds: Obj, uid: str, status: Obj | None = None) -> Obj:
+    tpl = ds["spec"]["template"]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": uid, "uid": uid, "namespace": NS, "labels": dict(tpl["metadata"]["labels"]),
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {**copy.deepcopy(tpl["spec"]), "nodeName": NODE}, "status": status or {"phase": "Pending"}}
+
+
+@pytest.fixture
+def cluster() -> tuple[FakeKube, ol.OperandSim]:
+    profile = get_profile("v25.3")
+    m = inst.build(profile, NS, [NODE], [])
+    node = node_object(m.gpu_nodes[0], profile, "v1.36.0")
+    pods = []
+    for ds in m.daemonsets:
+        if ds["metadata"]["name"] in (op.DRIVER.daemonset, op.TOOLKIT.daemonset, op.VALIDATOR.daemonset,
+                                      op.DEVICE_PLUGIN.daemonset, op.GFD.daemonset):
+            pod = _pod(ds, ds["metadata"]["name"])
+            if not ol.played(pod):  # the driver pod: kwok made it Running and Ready
+                pod["status"] = pod_states.running_ready(pod)
+            pods.append(pod)
+    kube = FakeKube([node], pods)
+    return kube, ol.OperandSim(kube, profile, NS, workers=1)
+
+
+def _text(kube: FakeKube, app: str) -> str:
+    return pod_status_text(next(p for p in kube.pods.values() if p["metadata"]["labels"].get("app") == app))
+
+
+def test_only_validation_pods_are_played() -> None:
+    m = inst.build(get_profile("v25.3"), NS, [NODE], [])
+    played = {d["metadata"]["name"] for d in m.daemonsets if ol.played(_pod(d, "x"))}
+    assert op.DRIVER.daemonset not in played
+    assert {op.TOOLKIT.daemonset, op.VALIDATOR.daemonset, op.DEVICE_PLUGIN.daemonset, op.GFD.daemonset} <= played
+
+
+def test_driver_unloadable_holds_everything_then_stages_pass_one_per_round(cluster: Any) -> None:
+    kube, sim = cluster
+    ol.set_host_fault(kube, NODE, ol.DRIVER_UNLOADABLE)
+    for _ in range(5):
+        sim.step()
+    assert _text(kube, op.DRIVER.daemonset) == "CrashLoopBackOff"
+    assert _text(kube, op.TOOLKIT.daemonset) == "Init:0/1"
+    assert _text(kube, op.VALIDATOR.daemonset) == "Init:0/4"
+    assert _text(kube, op.DEVICE_PLUGIN.daemonset) == "Init:0/1"
+    assert not any(k.startswith("nvidia.com/") for k in kube.nodes[NODE]["status"]["capacity"])
+    assert "nvidia.com/gpu.product" not in kube.nodes[NODE]["metadata"]["labels"]
+
+    ol.set_host_fault(kube, NODE, ol.DRIVER_UNLOADABLE, present=False)
+    progress = []
+    for _ in range(12):
+        sim.step()
+        progress.append(_text(kube, op.VALIDATOR.daemonset))
+    # Driver back (round 1), then one stage per round; cuda waits while its pod is created and completes.
+    assert progress[:7] == ["Init:0/4", "Init:1/4", "Init:2/4", "Init:2/4", "Init:2/4", "Init:3/4", "Running"]
+    assert _text(kube, op.CUDA_VALIDATOR_APP) == "Completed"
+    assert kube.nodes[NODE]["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert "nvidia.com/gpu.product" in kube.nodes[NODE]["metadata"]["labels"]
+
+
+def test_clobbered_runtime_crash_loops_toolkit_validation_and_keeps_operands_waiting(cluster: Any) -> None:
+    kube, sim = cluster
+    ol.set_host_fault(kube, NODE, ol.RUNTIME_CLOBBERED)
+    for _ in range(6):
+        sim.step()
+    assert _text(kube, op.VALIDATOR.daemonset) == "Init:CrashLoopBackOff"
+    assert _text(kube, op.GFD.daemonset) == "Init:0/1"
+    assert "nvidia.com/gpu" not in kube.nodes[NODE]["status"]["capacity"]
+
+
+def test_failing_vectoradd_fails_the_cuda_pod_and_holds_the_validator(cluster: Any) -> None:
+    kube, sim = cluster
+    ol.set_host_fault(kube, NODE, ol.CUDA_FAILING)
+    for _ in range(8):
+        sim.step()
+    assert _text(kube, op.CUDA_VALIDATOR_APP) == "Init:Error"
+    assert _text(kube, op.VALIDATOR.daemonset) == "Init:2/4"
+    # The device plugin is not held by cuda: GPUs are advertised, plugin-validation is simply not reached.
+    assert kube.nodes[NODE]["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+
+
+def test_missing_runtime_handler_leaves_runtime_class_pods_without_sandbox(cluster: Any) -> None:
+    kube, sim = cluster
+    ol.set_host_fault(kube, NODE, ol.RUNTIME_MISSING)
+    for _ in range(4):
+        sim.step()
+    assert _text(kube, op.TOOLKIT.daemonset) == "Running"  # no runtime class: its sandbox is runc's
+    assert _text(kube, op.VALIDATOR.daemonset) == "Init:0/4"
+    v = next(p for p in kube.pods.values() if p["metadata"]["labels"].get("app") == op.VALIDATOR.daemonset)
+    assert all(cs["state"]["waiting"]["reason"] == "PodInitializing" for cs in v["status"]["initContainerStatuses"])
+
+
+def test_unknown_host_fault_is_refused(cluster: Any) -> None:
+    kube, _ = cluster
+    with pytest.raises(ValueError, match="unknown host fault"):
+        ol.set_host_fault(kube, NODE, "gpu-on-fire")
