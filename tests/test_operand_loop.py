@@ -98,6 +98,14 @@ def _text(kube: FakeKube, app: str) -> str:
     return pod_status_text(next(p for p in kube.pods.values() if p["metadata"]["labels"].get("app") == app))
 
 
+def _with_host_fault(cluster: tuple[FakeKube, ol.OperandSim], fault: str, rounds: int) -> FakeKube:
+    kube, sim = cluster
+    ol.set_host_fault(kube, NODE, fault)
+    for _ in range(rounds):
+        sim.step()
+    return kube
+
+
 def test_only_validation_pods_are_played() -> None:
     m = inst.build(get_profile("v25.3"), NS, [NODE], [])
     played = {d["metadata"]["name"] for d in m.daemonsets if ol.played(_pod(d, "x"))}
@@ -106,10 +114,8 @@ def test_only_validation_pods_are_played() -> None:
 
 
 def test_driver_unloadable_holds_everything_then_stages_pass_one_per_round(cluster: Any) -> None:
-    kube, sim = cluster
-    ol.set_host_fault(kube, NODE, ol.DRIVER_UNLOADABLE)
-    for _ in range(5):
-        sim.step()
+    kube = _with_host_fault(cluster, ol.DRIVER_UNLOADABLE, 5)
+    sim = cluster[1]
     assert _text(kube, op.DRIVER.daemonset) == "CrashLoopBackOff"
     assert _text(kube, op.TOOLKIT.daemonset) == "Init:0/1"
     assert _text(kube, op.VALIDATOR.daemonset) == "Init:0/4"
@@ -130,20 +136,14 @@ def test_driver_unloadable_holds_everything_then_stages_pass_one_per_round(clust
 
 
 def test_clobbered_runtime_crash_loops_toolkit_validation_and_keeps_operands_waiting(cluster: Any) -> None:
-    kube, sim = cluster
-    ol.set_host_fault(kube, NODE, ol.RUNTIME_CLOBBERED)
-    for _ in range(6):
-        sim.step()
+    kube = _with_host_fault(cluster, ol.RUNTIME_CLOBBERED, 6)
     assert _text(kube, op.VALIDATOR.daemonset) == "Init:CrashLoopBackOff"
     assert _text(kube, op.GFD.daemonset) == "Init:0/1"
     assert "nvidia.com/gpu" not in kube.nodes[NODE]["status"]["capacity"]
 
 
 def test_failing_vectoradd_fails_the_cuda_pod_and_holds_the_validator(cluster: Any) -> None:
-    kube, sim = cluster
-    ol.set_host_fault(kube, NODE, ol.CUDA_FAILING)
-    for _ in range(8):
-        sim.step()
+    kube = _with_host_fault(cluster, ol.CUDA_FAILING, 8)
     assert _text(kube, op.CUDA_VALIDATOR_APP) == "Init:Error"
     assert _text(kube, op.VALIDATOR.daemonset) == "Init:2/4"
     # The device plugin is not held by cuda: GPUs are advertised, plugin-validation is simply not reached.
@@ -151,10 +151,7 @@ def test_failing_vectoradd_fails_the_cuda_pod_and_holds_the_validator(cluster: A
 
 
 def test_missing_runtime_handler_leaves_runtime_class_pods_without_sandbox(cluster: Any) -> None:
-    kube, sim = cluster
-    ol.set_host_fault(kube, NODE, ol.RUNTIME_MISSING)
-    for _ in range(4):
-        sim.step()
+    kube = _with_host_fault(cluster, ol.RUNTIME_MISSING, 4)
     assert _text(kube, op.TOOLKIT.daemonset) == "Running"  # no runtime class: its sandbox is runc's
     assert _text(kube, op.VALIDATOR.daemonset) == "Init:0/4"
     v = next(p for p in kube.pods.values() if p["metadata"]["labels"].get("app") == op.VALIDATOR.daemonset)
