@@ -214,8 +214,14 @@ def _wait_converged(kube: Any, namespace: str, gpu_nodes: list[str], deadline: f
     def pending() -> list[str]:
         out: list[str] = []
         cp = kube.get("ClusterPolicy", inst.CLUSTERPOLICY_NAME).get("status") or {}
+        ready = next((c for c in cp.get("conditions") or [] if c.get("type") == "Ready"), {})
         if cp.get("state") != "ready":
             out.append(f"ClusterPolicy {cp.get('state') or 'without status'}")
+        elif ready.get("status") != "True":
+            # state stays "ready" while Ready=False/OperandNotReady names a state that was still rolling
+            # out at its last reconcile (e.g. mig-manager, whose pod passes toolkit-validation last): wait
+            # for the operator's next reconcile, or a fault that stops it freezes that status.
+            out.append(f"ClusterPolicy Ready={ready.get('status')} ({ready.get('reason', '')})")
         dss = {d["metadata"]["name"]: d for d in kube.list("DaemonSet", namespace)}
         for name in (op.DRIVER.daemonset, op.TOOLKIT.daemonset, op.VALIDATOR.daemonset, op.DEVICE_PLUGIN.daemonset,
                      op.GFD.daemonset):
