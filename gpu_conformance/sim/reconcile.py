@@ -447,14 +447,18 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
     nfd_worker = inst.nfd_name("worker")
     expected[nfd_worker] = len(m.nodes)
     deployments = [op.OPERATOR_DEPLOYMENT, inst.nfd_name("master"), inst.nfd_name("gc")]
-    operands = OperandSim(kube, sim.profile, ns)
+    operands = OperandSim(kube, sim.profile, ns, show_fresh_waiting=False)
     # Listing every pod is the loop's cost: on big clusters poll less often, so the API server and
     # etcd (sharing the machine with kwok and the controllers) keep their CPU for the real work.
     small = len(m.nodes) <= 10
     poll = _POLL if small else min(1.0, _POLL + 0.015 * len(m.nodes))
     while True:
-        if operands.step() and small:
-            continue  # re-read right away: the writes changed what the next step sees
+        if operands.step():
+            # The writes changed what the next step sees, and the validation chain takes a round per stage:
+            # re-read soon (right away on small clusters), not after the idle poll.
+            if not small:
+                time.sleep(_POLL)
+            continue
         pods = operands.pods
         cuda = {p["spec"].get("nodeName"): p for p in pods if p["metadata"].get("labels", {}).get("app")
                 == op.CUDA_VALIDATOR_APP and p.get("status", {}).get("phase") == "Succeeded"}
