@@ -755,6 +755,7 @@ def _stop_live() -> None:
     with _LIVE_LOCK:
         clusters = list(_LIVE)
     for cluster in clusters:
+        # Last resort (the SIGTERM handler): whatever one cluster's stop raises, the others are still stopped.
         with contextlib.suppress(Exception):
             cluster.stop()
 

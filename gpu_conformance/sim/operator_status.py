@@ -265,13 +265,15 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: float) -> int:
     from kubernetes import config
 
+    from gpu_conformance.cluster.connect import API_ERRORS
     from gpu_conformance.sim.reconcile import Kube
 
     kube = Kube(config.new_client_from_config(config_file=kubeconfig))
     writer = StatusWriter(kube, namespace, operator_version)
     signal.signal(signal.SIGTERM, _on_term)
     while not _STOP:
-        with contextlib.suppress(Exception):  # an API hiccup: the next round retries, like a requeue
+        # An API hiccup (or a body cut short): the next round retries, like a requeue.
+        with contextlib.suppress(*API_ERRORS, ValueError):
             if writer.operator_running():
                 writer.write()
         time.sleep(period)

@@ -567,11 +567,11 @@ temp = '{w}/containerd/tmp'
             conn.close()
 
     def get_node(self, conn: Any) -> dict[str, Any] | None:
-        from gpu_conformance.cluster.connect import raw_request
+        from gpu_conformance.cluster.connect import API_ERRORS, raw_request
 
         try:
             return json.loads(raw_request(conn.api, "GET", f"/api/v1/nodes/{self.name}", [], timeout=(5, 10)))
-        except Exception:  # noqa: BLE001 — not registered yet
+        except (*API_ERRORS, ValueError):  # not registered yet (404), or the apiserver not answering yet
             return None
 
     def _label(self, conn: Any) -> None:
@@ -700,9 +700,10 @@ def _delete_node_object(state: dict[str, Any]) -> None:
     kubeconfig, name = state.get("admin_kubeconfig"), state.get("name")
     if not kubeconfig or not name or not Path(kubeconfig).is_file():
         return
-    from gpu_conformance.cluster.connect import connect, raw_request
+    from gpu_conformance.cluster.connect import API_ERRORS, connect, raw_request
 
-    with contextlib.suppress(Exception):
+    # The control plane may already be gone (its stop came first): then so is the node object.
+    with contextlib.suppress(ConformanceError, *API_ERRORS):
         conn = connect(kubeconfig, None)
         try:
             raw_request(conn.api, "DELETE", f"/api/v1/nodes/{name}", [], timeout=(2, 5))
