@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.sim import binaries
 
 MODULE = "github.com/NVIDIA/gpu-operator"
@@ -177,16 +177,14 @@ def ensure_binary() -> Path:
     return target
 
 
+def _ensure_all() -> Path:
+    module_dir()
+    return ensure_binary()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     del argv
-    try:
-        module_dir()
-        path = ensure_binary()
-    except ConformanceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(path)
-    return 0
+    return cli_main(_ensure_all)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim.controlplane import _last_line
+from gpu_conformance.sim.controlplane import _last_line, _Proc, spawn_logged
 from gpu_conformance.sim.controlplane import _proc_start_time as _start_time
 from gpu_conformance.sim.realnode import binaries as rnbin
 from gpu_conformance.sim.realnode import fakegpu, oci
@@ -102,14 +102,6 @@ class ControlPlane:
         pki = sim.state_dir / "pki"
         return cls(api_port=int(sim.ports["apiserver"]), ca_cert=pki / "ca.crt", ca_key=pki / "ca.key",
                    admin_kubeconfig=sim.kubeconfig)
-
-
-@dataclass
-class _Proc:
-    name: str
-    pid: int
-    start_time: int
-    popen: subprocess.Popen[bytes] | None = None
 
 
 def _alive(pid: int, start_time: int) -> bool:
@@ -280,15 +272,7 @@ class RealNode:
     def _spawn(self, name: str, cmd: list[str], in_ns: bool = True, env: dict[str, str] | None = None) -> _Proc:
         if in_ns:
             cmd = ["nsenter", f"--target={self.holder_pid}", "--mount", "--net", "--", *cmd]
-        run_env = {k: v for k, v in os.environ.items()
-                   if k.upper() not in {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG"}}
-        run_env.update(env or {})
-        with open(self.log(name), "ab") as log:
-            log.write(f"# {' '.join(cmd)}\n".encode())
-            log.flush()
-            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     env=run_env, cwd=self.work, start_new_session=True, close_fds=True)
-        proc = _Proc(name, popen.pid, _start_time(popen.pid) or 0, popen)
+        proc = spawn_logged(name, cmd, self.log(name), self.work, env or {})
         self.procs[name] = proc
         self._save()
         return proc
