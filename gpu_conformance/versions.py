@@ -42,21 +42,15 @@ VALIDATOR_SLEEP_LOOP = "validator-sleep-loop"
 # The driver's startup probe ships as a ConfigMap (nvidia-driver-startup-probe), not inline.
 DRIVER_STARTUP_PROBE_CONFIGMAP = "driver-startup-probe-configmap"
 
-RULES: dict[str, Version] = {
-    STATUS_CONDITIONS: (23, 9, 0),
-    CDI_DEFAULT_ON: (25, 10, 0),
-    VALIDATOR_IN_OPERATOR_IMAGE: (25, 10, 0),
-    SANDBOX_WORKLOADS_MODE: (25, 10, 0),
-    CDI_DEFAULT_KEY_DROPPED: (25, 10, 0),
-    RUNTIME_DROP_IN_CONFIG: (25, 10, 0),
-    GDRCOPY_VALIDATION: (25, 10, 0),
-    VALIDATOR_SLEEP_LOOP: (25, 10, 0),
-    DRIVER_STARTUP_PROBE_CONFIGMAP: (25, 10, 0),
-    CDI_NRI_PLUGIN: (26, 3, 0),
-    FS_VALIDATION_IN_DRIVER_VALIDATION: (26, 3, 0),
-    NOT_READY_SEMICOLON: (26, 7, 0),
-    CLIENT_DEPLOY_LABEL: (26, 7, 0),
+# What changed in which release: the rules each release brought.
+RELEASES: dict[Version, tuple[str, ...]] = {
+    (23, 9, 0): (STATUS_CONDITIONS,),
+    (25, 10, 0): (CDI_DEFAULT_ON, VALIDATOR_IN_OPERATOR_IMAGE, SANDBOX_WORKLOADS_MODE, CDI_DEFAULT_KEY_DROPPED,
+                  RUNTIME_DROP_IN_CONFIG, GDRCOPY_VALIDATION, VALIDATOR_SLEEP_LOOP, DRIVER_STARTUP_PROBE_CONFIGMAP),
+    (26, 3, 0): (CDI_NRI_PLUGIN, FS_VALIDATION_IN_DRIVER_VALIDATION),
+    (26, 7, 0): (NOT_READY_SEMICOLON, CLIENT_DEPLOY_LABEL),
 }
+RULES: dict[str, Version] = {rule: release for release, rules in RELEASES.items() for rule in rules}
 
 
 def parse(tag: str | None) -> Version | None:
