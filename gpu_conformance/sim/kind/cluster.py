@@ -281,11 +281,12 @@ class KindCluster:
 
     def stop(self) -> None:
         if self.manager is not None:
-            with contextlib.suppress(Exception):
+            # kind delete failing or timing out: the daemon's containers are removed below all the same.
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
                 self.manager.delete()
             self.manager = None
         if self.docker is not None and not self.docker.external:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
                 # Whatever kind left (a failed create): our daemon, so every container is ours.
                 leftovers = self.docker.docker("ps", "-aq", check=False).stdout.decode().split()
                 if leftovers:

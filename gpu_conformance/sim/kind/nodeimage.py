@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
 from gpu_conformance.sim import binaries as simbin
 from gpu_conformance.sim.kind import binaries as kindbin
@@ -314,13 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     del argv
     from gpu_conformance.sim.kind.docker import docker_for_tier
 
-    try:
+    def build() -> str:
         with docker_for_tier() as docker:
-            print(ensure_node_image(docker))
-    except ConformanceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
+            return ensure_node_image(docker)
+
+    return cli_main(build)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.sim import binaries as simbin
 
 CONTAINERD_VERSION = "v2.4.2"
@@ -81,7 +81,7 @@ def cache_bin_dir() -> Path:
 
 
 def missing_binaries(bin_dir: Path) -> list[simbin.Binary]:
-    return [b for b in BINARIES if not simbin._answers_version(bin_dir / b.name, b)]
+    return simbin.missing_binaries(bin_dir, BINARIES)
 
 
 def _check_go(go: str) -> None:
@@ -100,17 +100,7 @@ def _check_go(go: str) -> None:
 
 def ensure_binaries() -> Path:
     """A directory with kubelet, containerd, ctr, the shim, the fake device plugin and pause (built if needed)."""
-    bin_dir = cache_bin_dir()
-    if not missing_binaries(bin_dir):
-        return bin_dir
-    go = simbin._go_executable()
-    _check_go(go)
-    gobuild = simbin.gobuild_dir()
-    with simbin._build_lock(bin_dir):
-        missing = missing_binaries(bin_dir)
-        if missing:
-            simbin._build(go, gobuild, missing, bin_dir)
-    return bin_dir
+    return simbin.build_missing(cache_bin_dir(), BINARIES, check_go=_check_go)
 
 
 def _is_static_elf(path: Path) -> bool:
@@ -155,16 +145,15 @@ def host_tools() -> dict[str, Path]:
     return found
 
 
+def _ensure_all() -> Path:
+    bin_dir = ensure_binaries()
+    host_tools()
+    return bin_dir
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     del argv
-    try:
-        bin_dir = ensure_binaries()
-        host_tools()
-    except ConformanceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(bin_dir)
-    return 0
+    return cli_main(_ensure_all)
 
 
 if __name__ == "__main__":

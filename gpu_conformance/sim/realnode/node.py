@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim.controlplane import _last_line
+from gpu_conformance.sim.controlplane import _last_line, _Proc, spawn_logged
 from gpu_conformance.sim.controlplane import _proc_start_time as _start_time
 from gpu_conformance.sim.realnode import binaries as rnbin
 from gpu_conformance.sim.realnode import fakegpu, oci
@@ -102,14 +102,6 @@ class ControlPlane:
         pki = sim.state_dir / "pki"
         return cls(api_port=int(sim.ports["apiserver"]), ca_cert=pki / "ca.crt", ca_key=pki / "ca.key",
                    admin_kubeconfig=sim.kubeconfig)
-
-
-@dataclass
-class _Proc:
-    name: str
-    pid: int
-    start_time: int
-    popen: subprocess.Popen[bytes] | None = None
 
 
 def _alive(pid: int, start_time: int) -> bool:
@@ -280,15 +272,7 @@ class RealNode:
     def _spawn(self, name: str, cmd: list[str], in_ns: bool = True, env: dict[str, str] | None = None) -> _Proc:
         if in_ns:
             cmd = ["nsenter", f"--target={self.holder_pid}", "--mount", "--net", "--", *cmd]
-        run_env = {k: v for k, v in os.environ.items()
-                   if k.upper() not in {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG"}}
-        run_env.update(env or {})
-        with open(self.log(name), "ab") as log:
-            log.write(f"# {' '.join(cmd)}\n".encode())
-            log.flush()
-            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     env=run_env, cwd=self.work, start_new_session=True, close_fds=True)
-        proc = _Proc(name, popen.pid, _start_time(popen.pid) or 0, popen)
+        proc = spawn_logged(name, cmd, self.log(name), self.work, env or {})
         self.procs[name] = proc
         self._save()
         return proc
@@ -567,11 +551,11 @@ temp = '{w}/containerd/tmp'
             conn.close()
 
     def get_node(self, conn: Any) -> dict[str, Any] | None:
-        from gpu_conformance.cluster.connect import raw_request
+        from gpu_conformance.cluster.connect import API_ERRORS, raw_request
 
         try:
             return json.loads(raw_request(conn.api, "GET", f"/api/v1/nodes/{self.name}", [], timeout=(5, 10)))
-        except Exception:  # noqa: BLE001 — not registered yet
+        except (*API_ERRORS, ValueError):  # not registered yet (404), or the apiserver not answering yet
             return None
 
     def _label(self, conn: Any) -> None:
@@ -700,9 +684,10 @@ def _delete_node_object(state: dict[str, Any]) -> None:
     kubeconfig, name = state.get("admin_kubeconfig"), state.get("name")
     if not kubeconfig or not name or not Path(kubeconfig).is_file():
         return
-    from gpu_conformance.cluster.connect import connect, raw_request
+    from gpu_conformance.cluster.connect import API_ERRORS, connect, raw_request
 
-    with contextlib.suppress(Exception):
+    # The control plane may already be gone (its stop came first): then so is the node object.
+    with contextlib.suppress(ConformanceError, *API_ERRORS):
         conn = connect(kubeconfig, None)
         try:
             raw_request(conn.api, "DELETE", f"/api/v1/nodes/{name}", [], timeout=(2, 5))
