@@ -68,6 +68,30 @@ def test_runc_wrapper_drops_only_caps_outside_the_bounding_set(tmp_path: Path) -
     assert caps == {"bounding": have, "effective": have}
 
 
+def test_nightly_overlay_sets_the_image_and_suspends_the_schedule(tmp_path: Path) -> None:
+    from gpu_conformance.sim.kind import nightly as kn
+
+    assert kn.split_image("gpu-conformance.local/suite:dev") == ("gpu-conformance.local/suite", "dev")
+    assert kn.split_image("registry:5000/suite") == ("registry:5000/suite", "latest")
+    assert kn.split_image("registry:5000/suite:1.2") == ("registry:5000/suite", "1.2")
+    at = kn.overlay("registry:5000/suite:1.2", tmp_path / "a" / "b")
+    doc = yaml.safe_load((at / "kustomization.yaml").read_text())
+    [base] = doc["resources"]
+    assert not Path(base).is_absolute() and (at / base).resolve() == kn.DEPLOY_DIR.resolve()
+    assert doc["images"] == [{"name": "gpu-operator-conformance", "newName": "registry:5000/suite", "newTag": "1.2"}]
+    # The name the overlay rewrites is the one deploy/ uses.
+    cronjob = next(d for d in yaml.safe_load_all((kn.DEPLOY_DIR / "nightly.yaml").read_text())
+                   if d["kind"] == "CronJob")
+    assert cronjob["metadata"]["name"] == kn.CRONJOB
+    assert cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] == kn.IMAGE_NAME
+    [patch] = doc["patches"]
+    assert yaml.safe_load(patch["patch"]) == [{"op": "add", "path": "/spec/suspend", "value": True}]
+    claim = next(d for d in yaml.safe_load_all((kn.DEPLOY_DIR / "nightly.yaml").read_text())
+                 if d["kind"] == "PersistentVolumeClaim")
+    pv = kn.volume("node-a", "standard")
+    assert pv["spec"]["claimRef"] == {"namespace": kn.NAMESPACE, "name": claim["metadata"]["name"]}  # type: ignore[index]
+
+
 @pytest.mark.kind
 def test_public_node_image_gets_the_fake_gpu_and_probe_images_loaded(tmp_path: Path) -> None:
     """With GPU_CONFORMANCE_KIND_IMAGE (kindest/node in a user's CI) our images are not in the node image:
