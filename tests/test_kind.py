@@ -1,6 +1,7 @@
 """The kind tier: a kind cluster from the node image built here, fake GPUs through CDI, the probe on real containers.
 
-The cluster is shared by the module (cold: node image ~8 min, then ~2.5 min per cluster); the last test stops it and
+The cluster is shared by the module (measured with `pytest -m kind tests/test_kind.py`: 10.7 min with empty tier
+caches and a warm Go build cache, 3.9 min warm: cluster 50 s, suite image 61 s + load 56 s); the last test stops it and
 checks that nothing is left. Marked `kind`: skipped with the reason only where Docker or root is impossible.
 The first tests need neither (the config writer and the runc wrapper).
 """
