@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 from gpu_conformance.control_chars import printable
 
 # Exit codes: 0 conformant, 1 not conformant (pytest's "tests failed"), these for everything else.
@@ -38,3 +41,13 @@ class ClusterAccessError(ConformanceError):
 
 class OperatorNotInstalled(ConformanceError):
     exit_code = EXIT_NOT_INSTALLED
+
+
+def exit_code_of(action: Callable[[], object]) -> int:
+    """Run a command-line action: 0, or its ConformanceError as one `error:` line on stderr and its exit code."""
+    try:
+        action()
+    except ConformanceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
