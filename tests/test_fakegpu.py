@@ -98,6 +98,18 @@ def test_daemonset_runs_the_plugin_image_with_flags_it_knows(bin_dir: Path) -> N
     assert f"--cdi-spec-dir={mounts['cdi']}" in container["args"] and hosts["cdi"] == "/var/run/cdi"
 
 
+def test_plugin_takes_node_and_gpus_from_the_daemonsets_environment(bin_dir: Path, tmp_path: Path) -> None:
+    # What daemonset.yaml gives it: NODE_NAME from the downward API, the rest from the optional ConfigMap.
+    env = {"PATH": os.environ["PATH"], "NODE_NAME": "kind-worker", "FAKE_GPU_COUNT": "3", "FAKE_GPU_NAME": "Fake X"}
+    subprocess.run([str(bin_dir / "fake-gpu-device-plugin"), f"--cdi-spec-dir={tmp_path}",
+                    f"--driver-root={tmp_path}", "--setup-only"], env=env, check=True, capture_output=True)
+    assert (tmp_path / "gpus").read_text() == "".join(f"{i} {gpu_uuid('kind-worker', i)} Fake X\n" for i in range(3))
+    env["FAKE_GPU_COUNT"] = "three"
+    out = subprocess.run([str(bin_dir / "fake-gpu-device-plugin"), "--setup-only"], env=env, capture_output=True,
+                         text=True, check=False)
+    assert out.returncode != 0 and 'FAKE_GPU_COUNT="three" is not a number' in out.stderr
+
+
 # ------------------------------------------------------------------------------- the fake nvidia-smi
 
 def _smi(tmp_path: Path, *args: str, table: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -238,3 +250,13 @@ def test_docker_build_gives_the_offline_images(tmp_path: Path) -> None:
                 assert "bin/sh" in names
         finally:
             subprocess.run(["docker", "rmi", tag], capture_output=True, check=False)
+
+
+def test_without_a_source_checkout_the_stack_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # An installed package has no fixtures/ (like gobuild/): the tiers that need them stop with one line.
+    monkeypatch.setattr(fakegpu, "FIXTURE_DIR", tmp_path / "nowhere")
+    with pytest.raises(fakegpu.FixtureError, match="nowhere not found: the fake-GPU stack is built from a source"):
+        fakegpu.fixture_dir()
+    assert fakegpu.main(["images", "--out", str(tmp_path / "out")]) == fakegpu.FixtureError.exit_code
+    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "out").exists()
