@@ -69,9 +69,10 @@ def test_plugin_derives_the_simulated_nodes_uuids_and_installs_our_nvidia_smi(bi
     drv = tmp_path / "driver"
     name = fakegpu.gpu_name(fakegpu.default_product())
     # Go's GPUUUID and Python's gpu_uuid are one derivation: a GPU has one UUID in every tier.
-    assert (drv / "gpus").read_text() == "".join(f"{i} {gpu_uuid('real-gpu-node-0', i)} {name}\n" for i in range(2))
-    assert (drv / "nvidia-smi").read_bytes() == SMI.read_bytes()
-    assert os.access(drv / "nvidia-smi", os.X_OK)
+    table = "".join(f"{i} {gpu_uuid('real-gpu-node-0', i)} {name}\n" for i in range(2))
+    assert (drv / fakegpu.TABLE_FILE).read_text() == table
+    assert (drv / fakegpu.SMI_FILE).read_bytes() == SMI.read_bytes()
+    assert os.access(drv / fakegpu.SMI_FILE, os.X_OK)
 
 
 def test_plugin_refuses_an_unknown_strategy(bin_dir: Path, tmp_path: Path) -> None:

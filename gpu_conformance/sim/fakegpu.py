@@ -39,13 +39,10 @@ from gpu_conformance.sim.realnode import oci
 FIXTURE_DIR = rnbin.FAKEGPU_MODULE
 CDI_KIND = "nvidia.com/gpu"
 CDI_SPEC_FILE = "nvidia.json"          # fakegpu.go CDISpecFile
-SMI_FILE, TABLE_FILE = "nvidia-smi", "gpus"
+SMI_FILE, TABLE_FILE = "nvidia-smi", "gpus"   # in the driver root (fakegpu.go)
 FAKE_GPU_IMAGE = "gpu-conformance.local/fake-gpu-device-plugin:1"
 PAUSE_IMAGE = "realnode.local/pause:1"
 BUSYBOX_IMAGE = "realnode.local/busybox:1"
-STRATEGIES = ("cdi-cri", "cdi-annotations", "envvar")
-
-__all__ = ["gpu_name", "uuids", "default_product", "IMAGES", "write_images", "plugin_command"]
 
 
 class FixtureError(ConformanceError):
