@@ -62,7 +62,7 @@ class GoNotFoundError(BinariesError):
 class Binary:
     name: str
     package: str
-    module_subdir: str            # "" = <repo>/gobuild, "kwok" = <repo>/gobuild/kwok
+    module_subdir: str            # relative to <repo>/gobuild: "" = gobuild, "kwok", "../fixtures/fake-gpu"
     ldflags: str
     version_args: tuple[str, ...]
     version_text: str             # must appear in the output of version_args

@@ -329,6 +329,9 @@ class SimCluster:
                     f"--service-account-signing-key-file={pki.sa_key}",
                     f"--service-cluster-ip-range={SERVICE_CIDR}",
                     "--authorization-mode=Node,RBAC",
+                    # Its client certificate toward kubelets (logs, exec): a real-node kubelet admits no
+                    # anonymous caller; system:masters passes its SubjectAccessReview. kwok ignores it.
+                    f"--kubelet-client-certificate={pki.cert}", f"--kubelet-client-key={pki.key}",
                     "--allow-privileged=true",
                     # kwok's kubelet endpoint is the node's InternalIP (127.0.0.1); the Hostname
                     # address is the node name, which resolves nowhere.

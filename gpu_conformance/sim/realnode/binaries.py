@@ -4,8 +4,9 @@ Built from Go modules, like the control plane, into their own versioned cache di
 
 * kubelet v1.36.3 from the Kubernetes wrapper module (<repo>/gobuild), with the control plane's ldflags;
 * containerd, ctr and containerd-shim-runc-v2 v2.4.2 from <repo>/gobuild/containerd (CGO_ENABLED=0);
-* our fake-GPU device plugin and the pause binary from <repo>/gobuild/fakegpu, stamped with a hash of
-  their sources so an edited plugin is rebuilt.
+* the fake-GPU device plugin and the pause binary from <repo>/fixtures/fake-gpu (the fake-GPU stack every
+  tier shares, see gpu_conformance/sim/fakegpu.py), stamped with a hash of their sources so an edited
+  plugin is rebuilt.
 
 From Debian (`apt-get install runc containernetworking-plugins busybox-static`, see .ci/run): runc (its
 nsexec part is C, no CGO-free build exists), the bridge/host-local/loopback CNI plugins and a static
@@ -36,16 +37,26 @@ CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
 HOST_TOOLS = ("ip", "unshare", "nsenter", "mount", "openssl")
 
 
+# The fake-GPU stack's Go module (a source checkout only, like gobuild/); its path relative to gobuild/ is
+# what the build groups by.
+FAKEGPU_MODULE = simbin.repo_root() / "fixtures" / "fake-gpu"
+_FAKEGPU_SUBDIR = "../fixtures/fake-gpu"
+# Files of the module that go into the binaries (nvidia-smi is embedded in the plugin).
+_FAKEGPU_BUILD_FILES = (".go", ".mod", ".sum")
+_FAKEGPU_EMBEDDED = ("nvidia-smi",)
+
+
 def _fakegpu_version() -> str:
     """A hash of the fake-GPU module's sources: part of the binaries' version, so edits rebuild them."""
-    root = simbin.repo_root() / "gobuild" / "fakegpu"
+    root = FAKEGPU_MODULE
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".go", ".mod", ".sum")):
+    for path in sorted(p for p in root.rglob("*") if p.is_file()
+                       and (p.suffix in _FAKEGPU_BUILD_FILES or p.name in _FAKEGPU_EMBEDDED)):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
-FAKEGPU_VERSION = _fakegpu_version() if (simbin.repo_root() / "gobuild" / "fakegpu").is_dir() else "prebuilt"
+FAKEGPU_VERSION = _fakegpu_version() if (FAKEGPU_MODULE / "go.mod").is_file() else "prebuilt"
 # The fake-GPU binaries' version is checked per binary (not part of the name): editing the plugin must not
 # rebuild kubelet and containerd.
 BIN_DIR_NAME = f"realnode-k8s-{simbin.K8S_VERSION}-containerd-{CONTAINERD_VERSION}"
@@ -53,7 +64,7 @@ BIN_DIR_NAME = f"realnode-k8s-{simbin.K8S_VERSION}-containerd-{CONTAINERD_VERSIO
 _CONTAINERD_LDFLAGS = f"-s -w -X github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}"
 _FAKEGPU_LDFLAGS = f"-s -w -X main.version={FAKEGPU_VERSION}"
 _CONTAINERD_PKG = "github.com/containerd/containerd/v2/cmd"
-_FAKEGPU_PKG = "gpu-operator-conformance.local/gobuild/fakegpu/cmd"
+_FAKEGPU_PKG = "gpu-operator-conformance.local/fixtures/fake-gpu/cmd"
 
 BINARIES: tuple[simbin.Binary, ...] = (
     simbin.Binary("kubelet", "k8s.io/kubernetes/cmd/kubelet", "", simbin._K8S_LDFLAGS,
@@ -64,9 +75,9 @@ BINARIES: tuple[simbin.Binary, ...] = (
                   ("--version",), f"containerd/v2 {CONTAINERD_VERSION}"),
     simbin.Binary("containerd-shim-runc-v2", f"{_CONTAINERD_PKG}/containerd-shim-runc-v2", "containerd",
                   _CONTAINERD_LDFLAGS, ("-v",), f"Version:  {CONTAINERD_VERSION}"),
-    simbin.Binary("fake-gpu-device-plugin", f"{_FAKEGPU_PKG}/fake-gpu-device-plugin", "fakegpu", _FAKEGPU_LDFLAGS,
+    simbin.Binary("fake-gpu-device-plugin", f"{_FAKEGPU_PKG}/fake-gpu-device-plugin", _FAKEGPU_SUBDIR, _FAKEGPU_LDFLAGS,
                   ("-version",), f"fake-gpu-device-plugin {FAKEGPU_VERSION}"),
-    simbin.Binary("pause", f"{_FAKEGPU_PKG}/pause", "fakegpu", _FAKEGPU_LDFLAGS,
+    simbin.Binary("pause", f"{_FAKEGPU_PKG}/pause", _FAKEGPU_SUBDIR, _FAKEGPU_LDFLAGS,
                   ("-version",), f"pause {FAKEGPU_VERSION}"),
 )
 BINARY_NAMES = tuple(b.name for b in BINARIES)
