@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 from gpu_conformance.control_chars import printable
 
 # Exit codes: 0 conformant, 1 not conformant (pytest's "tests failed"), these for everything else.
@@ -38,3 +41,16 @@ class ClusterAccessError(ConformanceError):
 
 class OperatorNotInstalled(ConformanceError):
     exit_code = EXIT_NOT_INSTALLED
+
+
+def cli_main(action: Callable[[], object]) -> int:
+    """A `python -m` entry point (the binary builders): what `action` returns on stdout, exit 0; its
+    ConformanceError as one `error:` line on stderr and the error's exit code, never a traceback."""
+    try:
+        out = action()
+    except ConformanceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if out is not None:
+        print(out)
+    return 0

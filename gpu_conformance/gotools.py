@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.sim.binaries import CACHE_NAME, _build_lock
 
 
@@ -111,12 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) != 1 or args[0] not in TOOLS:
         print(f"usage: python -m gpu_conformance.gotools {{{','.join(TOOLS)}}}", file=sys.stderr)
         return 4
-    try:
-        print(ensure_tool(TOOLS[args[0]]))
-    except ConformanceError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    return 0
+    return cli_main(lambda: ensure_tool(TOOLS[args[0]]))
 
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ class Check:
 
     def run(self, snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
         if self.func is None:
-            raise RuntimeError(f"{self.id} has no function (probe checks are produced by the probe run)")
+            raise RuntimeError(f"{self.id} has no function (a catalogue entry built by hand, e.g. in a test)")
         findings = self.func(snapshot, settings)
         return [self._complete(f, snapshot, settings) for f in findings]
 

@@ -3,20 +3,23 @@
 Every check is one test item whose id carries the check id. A check fails where it is a node's root
 cause, is skipped as "blocked by <layer>: <reason>" where an earlier layer already broke, and passes
 otherwise. Reports are written when the session ends.
+
+With `--cluster` the session is one plugin object (ConformanceSession, registered as PLUGIN_NAME from
+pytest_configure to pytest_unconfigure) holding the settings, the run, its result and the report paths;
+the pytest-html and allure integration lives in pytest_reporting.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpu_conformance import pytest_reporting
 from gpu_conformance.control_chars import printable
 from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.model import LAYER_ORDER, Layer, Status
@@ -34,27 +37,15 @@ HOW_TO_RUN = ("conformance checks need a cluster: run `pytest --cluster` (curren
               "or `pytest --cluster=sim` (built-in simulated GPU cluster) or `pytest --cluster=kind` "
               "(a kind cluster with fake GPUs; needs Docker)")
 
-
-@dataclass
-class SessionState:
-    """Everything one `pytest --cluster` session holds, in one object (one stash key, no private attributes)."""
-
-    settings: Settings | None = None
-    run: ConformanceRun | None = None
-    # What ended the session before any test ran (one line, its exit code).
-    error: ConformanceError | None = None
-    # The probe lost the cluster after the read: the run still reports, then exits with this error's code.
-    probe_error: ConformanceError | None = None
-    result: RunResult | None = None
-    reports: dict[str, Path] = field(default_factory=dict)
+# The name the session object is registered under (pytest-html's and xdist's pattern): other plugins and tests
+# reach it with config.pluginmanager.get_plugin(PLUGIN_NAME), or session_of(config).
+PLUGIN_NAME = "gpu_conformance_session"
 
 
-_STATE = pytest.StashKey[SessionState]()
+def session_of(config: pytest.Config) -> ConformanceSession | None:
+    """The `--cluster` session's plugin object; None without --cluster (and after pytest_unconfigure)."""
+    return config.pluginmanager.get_plugin(PLUGIN_NAME)
 
-
-def state(config: pytest.Config) -> SessionState:
-    """The session's state; tests and other plugins read it here (e.g. the RunResult after the session)."""
-    return config.stash.setdefault(_STATE, SessionState())
 
 # option name -> Settings field
 OPTIONS = {
@@ -125,7 +116,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{CONFORMANCE_MARK}: a conformance check (needs --cluster)")
     for layer in LAYER_ORDER:
         config.addinivalue_line("markers", f"{layer}: conformance layer {layer}")
-    config.stash[_STATE] = SessionState()
     target = config.getoption("cluster")
     if target is None:
         return
@@ -138,18 +128,18 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = settings_from_config(config)
     except UsageError as e:
         raise _usage_error(config, str(e)) from None
-    state(config).settings = settings
+    config.pluginmanager.register(ConformanceSession(config, target, settings), PLUGIN_NAME)
     # SIGTERM (CI cancellation, `timeout`, a deleted Job) ends the run like Ctrl-C: cleanup and reports.
     install_sigterm()
-    report_dir = Path(settings.report_dir)
-    # Every run writes all machine formats next to our own report unless the user chose otherwise.
-    if getattr(config.option, "xmlpath", None) is None:
-        config.option.xmlpath = str(report_dir / "junit.xml")
-    if hasattr(config.option, "htmlpath") and not config.option.htmlpath:
-        config.option.htmlpath = str(report_dir / "pytest.html")
-        config.option.self_contained_html = True
-    if hasattr(config.option, "allure_report_dir") and not config.option.allure_report_dir:
-        config.option.allure_report_dir = str(report_dir / "allure-results")
+    # tryfirst: before junitxml's, pytest-html's and allure's configure read their output options.
+    pytest_reporting.default_report_paths(config, Path(settings.report_dir))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = session_of(config)
+    if session is not None:
+        config.pluginmanager.unregister(session, PLUGIN_NAME)
+    restore_sigterm()
 
 
 def _usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
@@ -177,79 +167,158 @@ def _is_conformance(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("cluster") is None:
-        skip = pytest.mark.skip(reason=HOW_TO_RUN)
-        for item in items:
-            if _is_conformance(item):
-                item.add_marker(skip)
-        return
-    # Paths given on the command line are the user's choice; otherwise only the conformance modules run.
-    if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+    if session_of(config) is not None:
+        return  # ConformanceSession.pytest_collection_modifyitems selects the items
+    skip = pytest.mark.skip(reason=HOW_TO_RUN)
+    for item in items:
+        if _is_conformance(item):
+            item.add_marker(skip)
+
+
+class ConformanceSession:
+    """One `pytest --cluster` session, registered as a plugin under PLUGIN_NAME while pytest is configured.
+
+    It holds what the session has (settings, the run, its result and report paths, what ended it) and the
+    hooks that need them, so there is no state on the config, in its stash or in module globals.
+    """
+
+    def __init__(self, config: pytest.Config, target: str, settings: Settings) -> None:
+        self.config = config
+        self.target = target
+        self.settings = settings
+        self.run: ConformanceRun | None = None
+        # What ended the session before any test ran (one line, its exit code).
+        self.error: ConformanceError | None = None
+        # The probe lost the cluster after the read: the run still reports, then exits with this error's code.
+        self.probe_error: ConformanceError | None = None
+        self.result: RunResult | None = None
+        self.reports: dict[str, Path] = {}
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        # Paths given on the command line are the user's choice; otherwise only the conformance modules run.
+        if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+            return
         keep = [i for i in items if _is_conformance(i)]
         dropped = [i for i in items if not _is_conformance(i)]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        """Read the cluster once, before the first check, so bad input ends the run with one line."""
+        if self.config.option.collectonly:
+            return None
+        items = [i for i in session.items if _is_conformance(i)]
+        if not items:
+            return None
+        from gpu_conformance.session import ConformanceRun
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session: pytest.Session) -> bool | None:
-    """Read the cluster once, before the first check, so bad input ends the run with one line."""
-    config = session.config
-    if config.getoption("cluster") is None or config.option.collectonly:
-        return
-    items = [i for i in session.items if _is_conformance(i)]
-    if not items:
-        return
-    from gpu_conformance.session import ConformanceRun
+        run = ConformanceRun(self.settings, self.target)
+        run.layers_selected = [layer for layer in LAYER_ORDER
+                               if any(i.get_closest_marker(str(layer)) for i in items)]
+        self.run = run
+        try:
+            run.start()
+        except ConformanceError as e:
+            run.close()
+            self.run, self.error = None, e
+            self._say("", f"gpu-conformance: {e}", red=True, bold=True)
+            return True  # run no test; pytest_sessionfinish sets the exit code
+        install_sigterm()  # again: booting the simulated cluster installs a handler of its own
+        if Layer.PROBE in run.layers_selected:
+            self._probe(run)
+        return None
 
-    st = state(config)
-    assert st.settings is not None
-    run = ConformanceRun(st.settings, config.getoption("cluster"))
-    run.layers_selected = [layer for layer in LAYER_ORDER
-                           if any(i.get_closest_marker(str(layer)) for i in items)]
-    st.run = run
-    try:
-        run.start()
-    except ConformanceError as e:
-        run.close()
-        st.run, st.error = None, e
-        tr = config.pluginmanager.get_plugin("terminalreporter")
-        if tr:
-            tr.write_line("")
-            tr.write_line(f"gpu-conformance: {e}", red=True, bold=True)
-        else:
-            print(f"gpu-conformance: {e}", file=sys.stderr)
-        return True  # run no test; pytest_sessionfinish sets the exit code
-    install_sigterm()  # again: booting the simulated cluster installs a handler of its own
-    if Layer.PROBE in run.layers_selected:
-        return _probe(config, run)
-    return None
+    def _probe(self, run: ConformanceRun) -> None:
+        """The probe runs once, before the tests that report it. Losing the cluster is one line and exit code 3;
+        the tests still run and report INCOMPLETE (so every report says what happened)."""
+        if not run.settings.no_probe and self._terminal() is not None:
+            self._say("", "gpu-conformance: probing the GPU nodes that passed the earlier layers ...")
+        try:
+            run.run_probe()
+        except ConformanceError as e:
+            self.probe_error = e
+            self._say(f"gpu-conformance: {e}" + (f" ({run.probe_cleanup})" if run.probe_cleanup and
+                                                 run.probe_cleanup not in str(e) else ""), red=True, bold=True)
 
+    def _terminal(self) -> Any:
+        return self.config.pluginmanager.get_plugin("terminalreporter")
 
-def _probe(config: pytest.Config, run: ConformanceRun) -> bool | None:
-    """The probe runs once, before the tests that report it. Losing the cluster is one line and exit code 3;
-    the tests still run and report INCOMPLETE (so every report says what happened)."""
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr and not run.settings.no_probe:
-        tr.write_line("")
-        tr.write_line("gpu-conformance: probing the GPU nodes that passed the earlier layers ...")
-    try:
-        run.run_probe()
-    except ConformanceError as e:
-        state(config).probe_error = e
-        line = f"gpu-conformance: {e}" + (f" ({run.probe_cleanup})" if run.probe_cleanup and
-                                          run.probe_cleanup not in str(e) else "")
-        if tr:
-            tr.write_line(line, red=True, bold=True)
-        else:
-            print(line, file=sys.stderr)
-    return None
+    def _say(self, *lines: str, **markup: bool) -> None:
+        """Lines for the terminal (stderr when pytest runs without its terminal reporter, e.g. -p no:terminal)."""
+        tr = self._terminal()
+        for line in lines:
+            if tr is not None:
+                tr.write_line(line, **(markup if line else {}))
+            elif line:
+                print(line, file=sys.stderr)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
+        outcome = yield
+        pytest_reporting.add_html_evidence(item, outcome.get_result())
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Reports and the exit code. Runs last: after junitxml wrote junit.xml (a failed run replaces it)."""
+        settings, error, run = self.settings, self.error, self.run
+        if error is not None:
+            session.exitstatus = error.exit_code
+            # After pytest's junitxml (this hook runs last): its empty green suite is replaced by the error.
+            self.reports = _write_failed_run(
+                settings.report_dir, settings.run_id, error.exit_code, str(error), self.config.option.xmlpath)
+            return
+        if run is None:
+            return
+        try:
+            if run.snapshot is not None:
+                self.reports = run.write_reports()
+                self.result = run.result()
+            else:
+                # Interrupted (Ctrl-C) before the cluster was read: no verdict, and none of an earlier run either.
+                self.reports = _write_failed_run(
+                    settings.report_dir, settings.run_id, int(exitstatus),
+                    "interrupted before the cluster was read", self.config.option.xmlpath)
+        finally:
+            run.close()
+        if self.probe_error is not None:
+            # The cluster was lost mid-probe: the reports say INCOMPLETE and why; the exit code says "unreachable".
+            session.exitstatus = self.probe_error.exit_code
+        elif (self.result is not None and self.result.verdict.overall == NOT_CONFORMANT
+              and session.exitstatus == pytest.ExitCode.OK):
+            # The exit code agrees with the verdict, also when the failing layer's tests were not selected (-m probe).
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        result = self.result
+        if result is None:
+            return
+        from gpu_conformance.report.redact import redact_text
+        from gpu_conformance.report.terminal import summary_lines
+
+        terminalreporter.section("GPU Operator conformance")
+        for line in summary_lines(result, self.reports):
+            terminalreporter.write_line(line)
+        for line, warn in probe_lines(result.probe):
+            terminalreporter.write_line(redact_text(line), yellow=warn)
+        baseline = self.settings.baseline
+        if baseline:
+            from gpu_conformance.report.diff import diff_runs, format_diff
+            from gpu_conformance.report.json_report import load_json, result_dict
+
+            try:
+                old = load_json(baseline)
+                terminalreporter.write_line(f"changes since {baseline}:")
+                terminalreporter.write_line(printable(format_diff(diff_runs(old, result_dict(result)))))
+            except (OSError, ValueError) as e:
+                terminalreporter.write_line(f"baseline {baseline} unreadable: {e}", red=True)
 
 
 @pytest.fixture(scope="session")
 def conformance(request: pytest.FixtureRequest):
-    run = state(request.config).run
+    session = session_of(request.config)
+    run = session.run if session is not None else None
     if run is None:
         pytest.skip(HOW_TO_RUN)
     return CheckAsserter(run)
@@ -268,7 +337,7 @@ class CheckAsserter:
         c = outcome.check
         # Grouped like conformance.json: per-node pass lines of 1,000 nodes made pytest.html 30 MB.
         evidence = compact_findings(outcome.findings)
-        _attach(request, c, outcome, evidence)
+        pytest_reporting.attach_evidence(request, c, outcome, evidence)
         if outcome.status == Status.FAIL:
             lines = [f"{c.id} {c.title}: FAILED"]
             for f in outcome.findings:
@@ -299,113 +368,6 @@ class CheckAsserter:
 
 class ConformanceWarning(UserWarning):
     """Something a person should know that does not break GPU access (opt-outs, transient upgrades)."""
-
-
-def _attach(request: pytest.FixtureRequest | None, check, outcome, evidence: list[dict]) -> None:
-    """Evidence for pytest-html (extras) and allure (labels, attachments)."""
-    from gpu_conformance.report.redact import redact
-
-    safe = redact(evidence)
-    if request is not None:
-        request.node.user_properties.append(("check_id", check.id))
-        request.node.stash[_EVIDENCE_KEY] = safe
-    try:
-        import allure
-    except ImportError:  # allure-pytest is a dependency, but a trimmed install still runs and reports
-        return
-    allure.dynamic.label("layer", str(check.layer))
-    allure.dynamic.tag(check.id)
-    allure.dynamic.title(f"{check.id} {check.title}")
-    allure.dynamic.description(check.hint)
-    for node in sorted({f["node"] for f in safe if f.get("node")})[:50]:
-        allure.dynamic.label("node", node)
-    with allure.step(f"layer {check.layer}: {check.id} → {outcome.status}"):
-        allure.attach(json.dumps(safe, indent=2, default=str), name=f"{check.id} evidence",
-                      attachment_type=allure.attachment_type.JSON)
-
-
-_EVIDENCE_KEY = pytest.StashKey[list]()
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call):
-    outcome = yield
-    report = outcome.get_result()
-    evidence = item.stash.get(_EVIDENCE_KEY, None)
-    if evidence is None or report.when != "call":
-        return
-    try:
-        from pytest_html import extras
-
-        report.extras = [*getattr(report, "extras", []), extras.json(evidence, name="evidence")]
-    except ImportError:
-        pass
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    st = state(config)
-    error, settings = st.error, st.settings
-    if error is not None:
-        session.exitstatus = error.exit_code
-        if settings is not None:
-            # After pytest's junitxml (this hook runs last): its empty green suite is replaced by the error.
-            st.reports = _write_failed_run(
-                settings.report_dir, settings.run_id, error.exit_code, str(error), config.option.xmlpath)
-        return
-    run = st.run
-    if run is None:
-        return
-    try:
-        if run.snapshot is not None:
-            st.reports = run.write_reports()
-            st.result = run.result()
-        elif settings is not None:
-            # Interrupted (Ctrl-C) before the cluster was read: no verdict, and none of an earlier run either.
-            st.reports = _write_failed_run(
-                settings.report_dir, settings.run_id, int(exitstatus),
-                "interrupted before the cluster was read", config.option.xmlpath)
-    finally:
-        run.close()
-    probe_error, result = st.probe_error, st.result
-    if probe_error is not None:
-        # The cluster was lost mid-probe: the reports say INCOMPLETE and why; the exit code says "unreachable".
-        session.exitstatus = probe_error.exit_code
-    elif result is not None and result.verdict.overall == NOT_CONFORMANT and session.exitstatus == pytest.ExitCode.OK:
-        # The exit code agrees with the verdict, also when the failing layer's tests were not selected (-m probe).
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    restore_sigterm()
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    st = state(config)
-    result = st.result
-    if result is None:
-        return
-    from gpu_conformance.report.redact import redact_text
-    from gpu_conformance.report.terminal import summary_lines
-
-    terminalreporter.section("GPU Operator conformance")
-    reports = st.reports
-    for line in summary_lines(result, reports):
-        terminalreporter.write_line(line)
-    for line, warn in probe_lines(result.probe):
-        terminalreporter.write_line(redact_text(line), yellow=warn)
-    baseline = st.settings.baseline if st.settings else None
-    if baseline:
-        from gpu_conformance.report.diff import diff_runs, format_diff
-        from gpu_conformance.report.json_report import load_json, result_dict
-
-        try:
-            old = load_json(baseline)
-            terminalreporter.write_line(f"changes since {baseline}:")
-            terminalreporter.write_line(printable(format_diff(diff_runs(old, result_dict(result)))))
-        except (OSError, ValueError) as e:
-            terminalreporter.write_line(f"baseline {baseline} unreadable: {e}", red=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -21,16 +21,36 @@ CDI_DEFAULT_ON = "cdi-default-on"
 VALIDATOR_IN_OPERATOR_IMAGE = "validator-in-operator-image"
 # The operator adds nvidia.com/gpu.deploy.client to GPU nodes.
 CLIENT_DEPLOY_LABEL = "client-deploy-label"
-# "ClusterPolicy is not ready; states not ready: [...]" (semicolon) instead of ", states not ready".
+# "ClusterPolicy is not ready; states not ready: [...]" (semicolon) instead of ", states not ready" (v26.3.3
+# clusterpolicy_controller.go:178 still has the comma).
 NOT_READY_SEMICOLON = "not-ready-message-semicolon"
+# What the chart and the operator deploy, as the simulated operator installs it (research/realism-audit.md):
+# spec.sandboxWorkloads.mode (kubevirt|kata) in the CRD and the chart's values.
+SANDBOX_WORKLOADS_MODE = "sandbox-workloads-mode"
+# The chart no longer renders the deprecated spec.cdi.default.
+CDI_DEFAULT_KEY_DROPPED = "cdi-default-key-dropped"
+# spec.cdi.nriPluginEnabled: the toolkit can inject CDI devices through an NRI plugin.
+CDI_NRI_PLUGIN = "cdi-nri-plugin"
+# The toolkit writes a containerd drop-in (conf.d/99-nvidia.toml) instead of editing config.toml.
+RUNTIME_DROP_IN_CONFIG = "runtime-drop-in-config"
+# The validator has a gdrcopy-validation init container (removed unless gdrcopy.enabled).
+GDRCOPY_VALIDATION = "gdrcopy-validation"
+# nvidia-fs and gdrcopy validation run inside driver-validation: no init containers of their own.
+FS_VALIDATION_IN_DRIVER_VALIDATION = "fs-validation-in-driver-validation"
+# The validator's main container sleeps in a loop (`while true; do sleep 86400; done`), not `sleep infinity`.
+VALIDATOR_SLEEP_LOOP = "validator-sleep-loop"
+# The driver's startup probe ships as a ConfigMap (nvidia-driver-startup-probe), not inline.
+DRIVER_STARTUP_PROBE_CONFIGMAP = "driver-startup-probe-configmap"
 
-RULES: dict[str, Version] = {
-    STATUS_CONDITIONS: (23, 9, 0),
-    CDI_DEFAULT_ON: (25, 10, 0),
-    VALIDATOR_IN_OPERATOR_IMAGE: (25, 10, 0),
-    NOT_READY_SEMICOLON: (25, 10, 0),
-    CLIENT_DEPLOY_LABEL: (26, 7, 0),
+# What changed in which release: the rules each release brought.
+RELEASES: dict[Version, tuple[str, ...]] = {
+    (23, 9, 0): (STATUS_CONDITIONS,),
+    (25, 10, 0): (CDI_DEFAULT_ON, VALIDATOR_IN_OPERATOR_IMAGE, SANDBOX_WORKLOADS_MODE, CDI_DEFAULT_KEY_DROPPED,
+                  RUNTIME_DROP_IN_CONFIG, GDRCOPY_VALIDATION, VALIDATOR_SLEEP_LOOP, DRIVER_STARTUP_PROBE_CONFIGMAP),
+    (26, 3, 0): (CDI_NRI_PLUGIN, FS_VALIDATION_IN_DRIVER_VALIDATION),
+    (26, 7, 0): (NOT_READY_SEMICOLON, CLIENT_DEPLOY_LABEL),
 }
+RULES: dict[str, Version] = {rule: release for release, rules in RELEASES.items() for rule in rules}
 
 
 def parse(tag: str | None) -> Version | None:

@@ -242,3 +242,14 @@ def test_api_errors_keep_their_http_status(status: int) -> None:
     reader = ClusterReader(SimpleNamespace(server="https://k", context="c", user="u"))  # type: ignore[arg-type]
     err = reader._api_error(ApiException(status=status, reason="Reason"), "delete namespace x")
     assert isinstance(err, ClusterAccessError) and err.status == status
+
+
+def test_binary_builder_entry_points_fail_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # Every `python -m gpu_conformance.sim...binaries` shares errors.cli_main: the error is one line, its exit code.
+    from gpu_conformance.sim import binaries
+
+    monkeypatch.setenv(binaries.BIN_DIR_ENV, str(tmp_path))  # a prebuilt dir without the binaries
+    assert binaries.main([]) == binaries.BinariesError.exit_code
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and err.count("\n") == 1 and str(tmp_path) in err

@@ -16,6 +16,7 @@ MAY_IMPORT_SIM = {"targets.py", "cli.py", "docs.py", "gotools.py"}
 # Checks are pure functions of the snapshot: no API access, no probe, no run, no reports, no simulation.
 CHECKS_MUST_NOT_IMPORT = ("gpu_conformance.cluster.reader", "gpu_conformance.cluster.connect",
                           "gpu_conformance.probe", "gpu_conformance.session", "gpu_conformance.plugin",
+                          "gpu_conformance.pytest_reporting",
                           "gpu_conformance.sim", "gpu_conformance.report", "gpu_conformance.targets")
 
 

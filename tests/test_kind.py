@@ -1,6 +1,7 @@
 """The kind tier: a kind cluster from the node image built here, fake GPUs through CDI, the probe on real containers.
 
-The cluster is shared by the module (cold: node image ~8 min, then ~2.5 min per cluster); the last test stops it and
+The cluster is shared by the module (measured with `pytest -m kind tests/test_kind.py`: 10.7 min with empty tier
+caches and a warm Go build cache, 3.9 min warm: cluster 50 s, suite image 61 s + load 56 s); the last test stops it and
 checks that nothing is left. Marked `kind`: skipped with the reason only where Docker or root is impossible.
 The first tests need neither (the config writer and the runc wrapper).
 """
@@ -23,7 +24,7 @@ from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import Settings
 from gpu_conformance.sim.kind import docker as kdocker
 from gpu_conformance.sim.kind import suiteimage
-from gpu_conformance.sim.kind.cluster import CLUSTER_NAME, GPU_LABEL, KindCluster
+from gpu_conformance.sim.kind.cluster import CLUSTER_NAME, GPU_LABEL, KindCluster, read_sysctls
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
 from gpu_conformance.targets import TARGETS
 
@@ -68,6 +69,30 @@ def test_runc_wrapper_drops_only_caps_outside_the_bounding_set(tmp_path: Path) -
     assert caps == {"bounding": have, "effective": have}
 
 
+def test_nightly_overlay_sets_the_image_and_suspends_the_schedule(tmp_path: Path) -> None:
+    from gpu_conformance.sim.kind import nightly as kn
+
+    assert kn.split_image("gpu-conformance.local/suite:dev") == ("gpu-conformance.local/suite", "dev")
+    assert kn.split_image("registry:5000/suite") == ("registry:5000/suite", "latest")
+    assert kn.split_image("registry:5000/suite:1.2") == ("registry:5000/suite", "1.2")
+    at = kn.overlay("registry:5000/suite:1.2", tmp_path / "a" / "b")
+    doc = yaml.safe_load((at / "kustomization.yaml").read_text())
+    [base] = doc["resources"]
+    assert not Path(base).is_absolute() and (at / base).resolve() == kn.DEPLOY_DIR.resolve()
+    assert doc["images"] == [{"name": "gpu-operator-conformance", "newName": "registry:5000/suite", "newTag": "1.2"}]
+    # The name the overlay rewrites is the one deploy/ uses.
+    cronjob = next(d for d in yaml.safe_load_all((kn.DEPLOY_DIR / "nightly.yaml").read_text())
+                   if d["kind"] == "CronJob")
+    assert cronjob["metadata"]["name"] == kn.CRONJOB
+    assert cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] == kn.IMAGE_NAME
+    [patch] = doc["patches"]
+    assert yaml.safe_load(patch["patch"]) == [{"op": "add", "path": "/spec/suspend", "value": True}]
+    claim = next(d for d in yaml.safe_load_all((kn.DEPLOY_DIR / "nightly.yaml").read_text())
+                 if d["kind"] == "PersistentVolumeClaim")
+    pv = kn.volume("node-a", "standard")
+    assert pv["spec"]["claimRef"] == {"namespace": kn.NAMESPACE, "name": claim["metadata"]["name"]}  # type: ignore[index]
+
+
 @pytest.mark.kind
 def test_public_node_image_gets_the_fake_gpu_and_probe_images_loaded(tmp_path: Path) -> None:
     """With GPU_CONFORMANCE_KIND_IMAGE (kindest/node in a user's CI) our images are not in the node image:
@@ -99,8 +124,13 @@ def _host_state() -> dict[str, object]:
     # Only links Docker can make (other jobs on the machine add and remove their own meanwhile).
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
     names = (ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines())
-    return {"links": sorted(n for n in names if n.startswith(("br-", "veth", "docker"))),
-            "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text()}
+    state: dict[str, object] = {"links": sorted(n for n in names if n.startswith(("br-", "veth", "docker"))),
+                                "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text()}
+    if os.geteuid() == 0:
+        # The kind nodes' kubelets write these on the host; stop() puts them back (which needs root: a user's
+        # CI runs as non-root on a throw-away runner, where they are left as the kubelets set them).
+        state["sysctls"] = read_sysctls()
+    return state
 
 
 @pytest.fixture(scope="module")
@@ -164,16 +194,23 @@ def _summary(report_dir: Path) -> dict[str, object]:
                                if isinstance(f, dict))}
 
 
-@pytest.mark.kind
-def test_suite_image_as_a_job_equals_a_run_from_outside(kind_cluster: KindCluster, tmp_path: Path) -> None:
-    """The Dockerfile's image, run in the cluster under rbac.yaml's ServiceAccount (in-cluster config), gives the
-    exit code and verdict of `pytest --cluster` run from this machine with the kind kubeconfig."""
+@pytest.fixture(scope="module")
+def suite_image(kind_cluster: KindCluster) -> str:
+    """The Dockerfile's image, built offline once and loaded into the nodes."""
     assert kind_cluster.docker is not None
     image = suiteimage.build(kind_cluster.docker)
     if not kind_cluster.docker.external:
         assert kind_cluster.docker.docker("images", "-q", "-f", "dangling=true").stdout.strip() == b""
     kind_cluster.load_image(image)
-    inside = kind_cluster.run_suite_job(image, tmp_path / "inside")
+    return image
+
+
+@pytest.mark.kind
+def test_suite_image_as_a_job_equals_a_run_from_outside(kind_cluster: KindCluster, suite_image: str,
+                                                        tmp_path: Path) -> None:
+    """The Dockerfile's image, run in the cluster under rbac.yaml's ServiceAccount (in-cluster config), gives the
+    exit code and verdict of `pytest --cluster` run from this machine with the kind kubeconfig."""
+    inside = kind_cluster.run_suite_job(suite_image, tmp_path / "inside")
     repo = Path(__file__).resolve().parents[1]
     outside = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--cluster=current",
                               f"--kubeconfig={kind_cluster.kubeconfig}", f"--report-dir={tmp_path / 'outside'}",
@@ -194,10 +231,79 @@ def test_pods_get_no_route_out_of_the_machine(kind_cluster: KindCluster) -> None
 
 
 @pytest.mark.kind
+def test_nightly_cronjob_reports_a_fault_between_two_nights_as_a_regression(kind_cluster: KindCluster,
+                                                                            suite_image: str,
+                                                                            tmp_path: Path) -> None:
+    """#12: deploy/ applied as a user would (kustomize image override), two nights run from its CronJob with the
+    ClusterPolicy deleted between them. The second night's log compares it with the first (its conformance.json
+    on the report volume as --baseline) and every GPU node's root cause moves; `report history` over the nights
+    copied out of the volume shows both and the second as a regression.
+
+    The fault is cluster-wide: no operator runs here (its image cannot be pulled), so the operator layer is the
+    cluster blocker on both nights and every later layer is blocked; a node-layer fault would not show.
+    """
+    from gpu_conformance.report.diff import diff_runs
+    from gpu_conformance.report.history import build_history, load_nights
+    from gpu_conformance.report.json_report import load_json
+    from gpu_conformance.sim.kind.nightly import KindNightly
+
+    nightly = KindNightly(kind_cluster, suite_image).install()
+    try:
+        first = nightly.run("night-1")
+        assert first.exit_code in (0, 1), first.log[-3000:]
+        assert "no earlier night to compare with" in first.log
+        kind_cluster.kubectl("delete", "clusterpolicies.nvidia.com", "--all", "--wait")
+        second = nightly.run("night-2")
+        out = nightly.copy_reports(tmp_path / "reports")
+    finally:
+        # The operator objects as the tier installed them (server-side apply recreates the ClusterPolicy).
+        kind_cluster._install_operator_objects()
+        nightly.uninstall()
+
+    night1, night2 = sorted(p for p in out.iterdir() if p.is_dir())
+    assert second.exit_code == 1, second.log[-3000:]
+    assert f"changes since /reports/{night1.name}/conformance.json:" in second.log, second.log[-3000:]
+    assert "newly failing: OPR-002 [operator] exactly one active ClusterPolicy" in second.log, second.log[-3000:]
+    gpu = kind_cluster.gpu_nodes()
+    diff = diff_runs(load_json(night1 / "conformance.json"), load_json(night2 / "conformance.json"))
+    assert diff.regressed
+    assert {n.node: n.new["check"] for n in diff.nodes if n.new} == dict.fromkeys(gpu, "OPR-002")
+    # The entrypoint's own history after the second night, in the Job's log.
+    assert "REGRESSION since" in second.log
+
+    page = tmp_path / "history.html"
+    proc = subprocess.run([sys.executable, "-m", "gpu_conformance.cli", "report", "history", str(out),
+                           f"--output={page}", "--fail-on-regression"], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "(2 nights in the history)" in proc.stdout and "REGRESSION since" in proc.stdout, proc.stdout
+    h = build_history(load_nights(out))
+    assert h.latest_regressed and h.latest.previous is not None and h.latest.previous.path.parent == night1
+    assert h.first_regression is not None and h.first_regression.path.parent == night2
+    html = page.read_text()
+    assert html.count("<tr data-run=") == 2 and html.count('data-regressed="yes"') == 1
+    assert f'data-since="{h.first_regression.run_id}"' in html
+    # The page the CronJob keeps on the volume says the same.
+    assert (out / "history.html").read_text().count("<tr data-run=") == 2
+
+
+# What a kubelet writes (setupKernelTunables, protectKernelDefaults false as in kind) where the host differs.
+KUBELET_WANTS = {"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/panic": "10",
+                 "kernel/panic_on_oops": "1"}
+
+
+@pytest.mark.kind
 def test_stop_leaves_no_container_network_or_daemon(kind_cluster: KindCluster) -> None:
     assert kind_cluster.docker is not None
     daemon = kind_cluster.docker
     pid, external = daemon.pid, daemon.external
+    # The kubelets did change the host's tunables (a privileged node shares /proc/sys), so the restore below is
+    # exercised, not vacuous: on these machines kernel.panic 1 -> 10, vm.overcommit_memory 0 -> 1 and
+    # kernel.panic_on_oops 0 -> 1 while the cluster runs.
+    before = kind_cluster.host_before.get("sysctls", {})  # type: ignore[attr-defined]
+    during = read_sysctls()
+    assert {k: during[k] for k, v in KUBELET_WANTS.items() if k in before and before[k] != v} == \
+        {k: v for k, v in KUBELET_WANTS.items() if k in before and before[k] != v}
     kind_cluster.stop()
     if not external:
         assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/status").read_text().find("zombie") >= 0

@@ -4,8 +4,8 @@ Three nights of `deploy/nightly-entrypoint.sh pytest --cluster` (the suite as th
 report folder and --baseline the script picks): a green night, then a fault injected (GFD stopped labelling
 gpu-node-1), then the same fault a night later. The second night exits 1 and its log says what changed
 against the first; the third says nothing new; the history page shows all three nights and names the second
-as the first night of the regression. (In-cluster, the same script runs as the CronJob's Job: that needs the
-kind tier.)
+as the first night of the regression. (In-cluster, the same script runs as the CronJob's Job in the kind tier:
+tests/test_kind.py.)
 """
 
 from __future__ import annotations

@@ -134,6 +134,19 @@ def test_judge_nvidia_smi_failure() -> None:
     assert fs["PRB-004"].status == Status.FAIL
 
 
+def test_judge_unreadable_logs_warn_once_and_fail_nothing() -> None:
+    # The pod ran but its log could not be read: no output proves nothing either way. PRB-003 warns
+    # (transient), PRB-004 stays silent instead of repeating it; a failure would point at `kubectl logs`.
+    snap = observed(pod=_pod(N1), logs=CDI_OUTPUT)
+    snap.probe.pods[N1].logs_error = "log could not be read: 502 Bad Gateway"
+    fs = by_id(snap)
+    assert fs["PRB-003"].status == Status.WARN and fs["PRB-003"].evidence["transient"]
+    assert "502 Bad Gateway" in fs["PRB-003"].message and "logs gpu-probe-t1-1" in fs["PRB-003"].kubectl
+    assert "PRB-004" not in fs
+    failing = by_id(observed(pod=_pod(N1), logs=NO_GPU_OUTPUT))
+    assert failing["PRB-004"].kubectl == "kubectl -n gpu-conformance-probe logs gpu-probe-t1-1"
+
+
 def test_judge_cdi_expected_but_legacy_injection() -> None:
     legacy = CDI_OUTPUT.replace("NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=GPU-5c1b9b0e")
     fs = by_id(observed(pod=_pod(N1), logs=legacy))

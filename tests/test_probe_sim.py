@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 from tcp_proxy import TcpProxy
 
 from gpu_conformance import probe as probe_module
@@ -79,8 +80,45 @@ def probe_pods(admin: Kube, run_id: str = "", bound: bool = True) -> list[dict]:
 
 
 def bound_pods(admin: Kube, bg: Background, count: int = 3) -> list[dict]:
+    """The run's probe pods once the scheduler bound them all; a run that ended first is said with its reason."""
     rid = bg.run.settings.run_id
-    return wait_for(lambda: len(probe_pods(admin, rid)) == count and probe_pods(admin, rid), "probe pods bound", 60)
+
+    def bound() -> list[dict]:
+        pods = probe_pods(admin, rid)
+        if len(pods) != count and not bg.thread.is_alive():
+            obs = bg.run.probe_run
+            raise AssertionError(f"the run ended before its {count} probe pods were bound: error={bg.error!r}, "
+                                 f"probe aborted={getattr(obs, 'aborted', None)!r}, "
+                                 f"refused={[o.refused for o in getattr(obs, 'pods', {}).values()]!r}")
+        return pods if len(pods) == count else []
+
+    return wait_for(bound, "probe pods bound", 60)
+
+
+def wait_until_admitted(admin: Kube) -> None:
+    """Until the admission plugin has dropped a deleted policy: a dry-run probe-like pod in a namespace labelled
+    like the probe's is accepted. The plugin sees policies through an informer, so the DELETE alone does not say
+    when a next test's probe pods are admitted again (a loaded CI machine took long enough to fail the next test).
+    """
+    ns = "gpu-conformance-admission-check"
+    admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {RUN_LABEL: "check"}}})
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "check", "namespace": ns},
+           "spec": {"containers": [{"name": "c", "image": "example.com/check:1"}]}}
+
+    def admitted() -> bool:
+        try:
+            admin.request("POST", f"/api/v1/namespaces/{ns}/pods", pod, query=[("dryRun", "All")])
+        except ApiException as e:  # the refusal is what is waited out; anything else is the test's failure
+            if "registry.corp.example" not in str(e.body):
+                raise
+            return False
+        return True
+
+    try:
+        wait_for(admitted, "the deleted admission policy to stop applying", 60)
+    finally:
+        admin.request("DELETE", f"/api/v1/namespaces/{ns}")
+        wait_for(lambda: not admin.list("Namespace", label_selector=f"{RUN_LABEL}=check"), "check namespace gone", 60)
 
 
 class Background:
@@ -196,6 +234,7 @@ def test_admission_policy_refusal_is_reported_once_in_its_own_words(sim: Any, ad
     finally:
         admin.request("DELETE", f"{binding}/corp-images")
         admin.request("DELETE", f"{vap}/corp-images")
+        wait_until_admitted(admin)
     assert data["verdict"] == "INCOMPLETE"
     assert not [c["id"] for c in data["checks"] if c["status"] == "fail"]
     fs = findings(data, "PRB-001")

@@ -23,10 +23,17 @@ from gpu_conformance.model import Status
 from gpu_conformance.probe import own_namespace
 from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import Settings
+from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
-from gpu_conformance.sim.realnode import fakegpu
 from gpu_conformance.sim.realnode.cluster import RealCluster, sim_with_real_nodes
-from gpu_conformance.sim.realnode.node import BUSYBOX_IMAGE, KUBELET_SYSCTLS, REAL_NODE_LABEL, REALNODE_CIDR, RealNode
+from gpu_conformance.sim.realnode.node import (
+    BUSYBOX_IMAGE,
+    KUBELET_SYSCTLS,
+    REAL_NODE_LABEL,
+    REALNODE_CIDR,
+    RealNode,
+    client_certificate,
+)
 
 pytestmark = [pytest.mark.realnode, pytest.mark.sim]
 
@@ -152,6 +159,24 @@ def test_real_node_joins_with_fake_gpus(tier: _Tier) -> None:
     assert info["kubeletVersion"] == "v1.36.3" and info["containerRuntimeVersion"] == "containerd://2.4.2"
     ip = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
     assert ipaddress.ip_address(ip) in ipaddress.ip_network(REALNODE_CIDR)
+
+
+def test_kubelet_api_admits_no_anonymous_or_unauthorized_caller(tier: _Tier, tmp_path: Path) -> None:
+    """The kubelet's port is reachable from the host (veth): anonymous requests get 401, a CA-signed identity
+    without RBAC 403 (webhook authorization), the admin 200; the API server's own calls (logs, proxy) pass."""
+    node = tier.node
+    admin = (node.cp.ca_cert.parent / "admin.crt", node.cp.ca_cert.parent / "admin.key")
+    nobody = client_certificate(node.cp, "/CN=gpu-conformance-nobody", tmp_path, "nobody")
+    for path in ("/pods", "/configz", "/metrics", "/healthz"):
+        assert node.kubelet_status(path) == 401, path
+        assert node.kubelet_status(path, nobody) == 403, path
+        assert node.kubelet_status(path, admin) == 200, path
+    conn = connect(str(tier.rc.kubeconfig), None)
+    try:
+        # Through the API server, which presents its kubelet client certificate.
+        assert raw_request(conn.api, "GET", f"/api/v1/nodes/{node.name}/proxy/healthz", []).strip() == b"ok"
+    finally:
+        conn.close()
 
 
 def test_probe_gets_the_gpu_through_cdi_without_runtime_class(tier: _Tier) -> None:

@@ -1,12 +1,12 @@
-"""The real-node tier's pure parts (no root needed): OCI archives, the fake nvidia-smi and CDI spec, the
-probe's judgement of a container the runtime refused or a pod deleted under it."""
+"""The real-node tier's pure parts (no root needed): OCI archives, the kubelet's configuration, the probe's
+judgement of a container the runtime refused or a pod deleted under it. The fake-GPU stack: test_fakegpu.py."""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import ipaddress
 import json
-import subprocess
 import tarfile
 from pathlib import Path
 
@@ -16,11 +16,9 @@ from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.model import Status
 from gpu_conformance.probe_observations import PodObservation, ProbeObservations
-from gpu_conformance.probe_output import parse_probe_output
 from gpu_conformance.settings import Settings
-from gpu_conformance.sim.nvidia_smi import gpu_uuid
 from gpu_conformance.sim.realnode import binaries as rnbin
-from gpu_conformance.sim.realnode import fakegpu, oci
+from gpu_conformance.sim.realnode import node, oci
 
 
 def test_oci_archive_is_a_consistent_image_layout(tmp_path: Path) -> None:
@@ -48,31 +46,18 @@ def test_oci_archive_is_a_consistent_image_layout(tmp_path: Path) -> None:
     assert again.read_bytes() == out.read_bytes()
 
 
-def test_cdi_spec_names_devices_by_index_and_sets_void(tmp_path: Path) -> None:
-    spec = fakegpu.cdi_spec(2, tmp_path / "nvidia-smi")
-    assert spec["kind"] == "nvidia.com/gpu" and [d["name"] for d in spec["devices"]] == ["0", "1"]
-    node = spec["devices"][1]["containerEdits"]["deviceNodes"][0]
-    assert (node["path"], node["type"], node["major"], node["minor"]) == ("/dev/nvidia1", "c", 195, 1)
-    assert spec["containerEdits"]["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
-    assert fakegpu.cdi_device_name(1) == "nvidia.com/gpu=1"
-
-
-def test_fake_nvidia_smi_without_devices_says_so(tmp_path: Path) -> None:
-    # This machine has no /dev/nvidiaN, like a container the GPU was not injected into.
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(fakegpu.nvidia_smi_script("real-gpu-node-0", 2, fakegpu.default_product()))
-    out = subprocess.run(["sh", str(smi), "-L"], capture_output=True, text=True, check=False)
-    assert (out.returncode, out.stdout) == (6, "No devices were found\n")
-    assert subprocess.run(["sh", str(smi)], capture_output=True, check=False).returncode == 2
-
-
-def test_fake_nvidia_smi_lines_parse_as_the_probe_expects() -> None:
-    script = fakegpu.nvidia_smi_script("real-gpu-node-0", 2, fakegpu.default_product())
-    uuid = gpu_uuid("real-gpu-node-0", 1)
-    assert f"1) uuid={uuid} ;;" in script
-    # The line the script prints for a device, with its values filled in, parses as a GPU line.
-    line = f"GPU 0: {fakegpu.gpu_name(fakegpu.default_product())} (UUID: {uuid})"
-    assert parse_probe_output(f"== nvidia-smi -L\n{line}\nrc=0\n== end\n").uuids == [uuid]
+def test_kubelet_api_requires_authentication_and_authorization(tmp_path: Path) -> None:
+    # Reachable from the host through the veth pair: no anonymous caller, every request authorized by the
+    # API server (webhook), client certificates of the control plane's CA.
+    cp = node.ControlPlane(api_port=1, ca_cert=tmp_path / "ca.crt", ca_key=tmp_path / "ca.key",
+                           admin_kubeconfig=tmp_path / "kubeconfig")
+    rn = node.RealNode(cp, work_dir=tmp_path / "gpu-rn-x")
+    rn.subnet = ipaddress.ip_network("10.213.0.0/30")
+    cfg = rn._kubelet_config()
+    assert cfg["authentication"]["anonymous"] == {"enabled": False}
+    assert cfg["authentication"]["webhook"]["enabled"] is True
+    assert cfg["authentication"]["x509"] == {"clientCAFile": str(cp.ca_cert)}
+    assert cfg["authorization"]["mode"] == "Webhook" and cfg["readOnlyPort"] == 0
 
 
 def test_static_elf_detection() -> None:
@@ -114,7 +99,6 @@ def test_probe_reports_a_pod_the_kubelet_rejected() -> None:
 
 def test_unsupported_machine_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from gpu_conformance.cli import main
-    from gpu_conformance.sim.realnode import node
 
     monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
     assert node.unsupported_reason() == "the real-node tier needs root (namespaces, mounts, cgroups, veth)"

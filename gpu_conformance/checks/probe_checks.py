@@ -343,6 +343,30 @@ def _ran(obs: ProbeObservations) -> list[PodObservation]:
     return [p for p in _judged(obs) if p.phase in FINISHED and not start_failure(p.pod or {})]
 
 
+# A verdict on one probe pod that ran, from its output: status, message, evidence.
+OutputJudge = Callable[[PodObservation], tuple[Status, str, dict[str, Any]]]
+
+
+def _judge_outputs(obs: ProbeObservations, judge: OutputJudge, warn_without_logs: bool) -> list[Finding]:
+    """One finding per probe pod that ran, from its output; a failure points at the pod's logs.
+
+    A pod whose logs could not be read proves nothing either way (e.g. the kubelet's log endpoint is down):
+    one check warns about it (transient), the others stay silent rather than repeat the warning.
+    """
+    f: list[Finding] = []
+    for p in _ran(obs):
+        logs_cmd = _kubectl(obs, p, "logs")
+        if p.logs_error:
+            if warn_without_logs:
+                f.append(Finding(Status.WARN, f"the probe ran but its {p.logs_error}", node=p.node,
+                                 evidence={"pod": p.name, "transient": True}, kubectl=logs_cmd))
+            continue
+        status, message, ev = judge(p)
+        f.append(Finding(status, message, node=p.node, evidence=ev,
+                         kubectl=logs_cmd if status == Status.FAIL else ""))
+    return f
+
+
 @check("PRB-003", L, "the probe sees the GPUs it requested (nvidia-smi -L)",
        hint="A pod that got its GPU lists exactly the requested devices. Fewer, or nvidia-smi failing, means "
             "the runtime did not inject the GPU: check the toolkit's runtime config and CDI mode.",
@@ -351,28 +375,19 @@ def _ran(obs: ProbeObservations) -> list[PodObservation]:
 @_from_observations("PRB-003")
 def probe_sees_gpus(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
     want = settings.probe_gpus
-    f: list[Finding] = []
-    for p in _ran(obs):
+
+    def judge(p: PodObservation) -> tuple[Status, str, dict[str, Any]]:
         out = p.output
-        logs_cmd = _kubectl(obs, p, "logs")
-        if p.logs_error:
-            # Without its output the pod proves nothing either way (e.g. the kubelet's log endpoint is down).
-            f.append(Finding(Status.WARN, f"the probe ran but its {p.logs_error}", node=p.node,
-                             evidence={"pod": p.name, "transient": True}, kubectl=logs_cmd))
-            continue
         ev = {"pod": p.name, "phase": p.phase, "gpus_seen": out.gpus, "nvidia_smi_rc": out.smi_rc,
               "requested": want}
         if out.smi_rc != 0 or out.gpu_count == 0:
             why = out.smi_error or (f"exit code {out.smi_rc}" if out.smi_rc is not None else "no output")
-            f.append(Finding(Status.FAIL, f"nvidia-smi -L in a pod with {want} GPU requested failed: {why}",
-                             node=p.node, evidence=ev, kubectl=logs_cmd))
-        elif out.gpu_count < want:
-            f.append(Finding(Status.FAIL, f"the pod sees {out.gpu_count} GPU(s) but requested {want}",
-                             node=p.node, evidence=ev, kubectl=logs_cmd))
-        else:
-            f.append(Finding(Status.PASS, f"nvidia-smi lists {out.gpu_count} GPU(s): "
-                             + "; ".join(out.gpus[:4]), node=p.node, evidence=ev))
-    return f
+            return Status.FAIL, f"nvidia-smi -L in a pod with {want} GPU requested failed: {why}", ev
+        if out.gpu_count < want:
+            return Status.FAIL, f"the pod sees {out.gpu_count} GPU(s) but requested {want}", ev
+        return Status.PASS, f"nvidia-smi lists {out.gpu_count} GPU(s): " + "; ".join(out.gpus[:4]), ev
+
+    return _judge_outputs(obs, judge, warn_without_logs=True)
 
 
 @check("PRB-004", L, "the GPU arrived the way the mode says (CDI: no runtimeClassName needed)",
@@ -383,28 +398,20 @@ def probe_sees_gpus(snap: ClusterSnapshot, settings: Settings, obs: ProbeObserva
 @_from_observations("PRB-004")
 def probe_injection(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
     cdi = cdi_expected(snap, settings)
-    f: list[Finding] = []
-    for p in _ran(obs):
-        if p.logs_error:
-            continue
+
+    def judge(p: PodObservation) -> tuple[Status, str, dict[str, Any]]:
         out = p.output
-        logs_cmd = _kubectl(obs, p, "logs")
         ev = {"NVIDIA_VISIBLE_DEVICES": out.visible_devices, "devices": out.devices, "cdi_expected": cdi}
         if out.gpu_count == 0:
-            f.append(Finding(Status.FAIL, "no GPU was injected into the probe container "
-                             "(no runtimeClassName was set, as for any ordinary workload)",
-                             node=p.node, evidence=ev, kubectl=logs_cmd))
-        elif cdi and not out.injected_by_cdi:
-            f.append(Finding(Status.FAIL,
-                             f"CDI expected but NVIDIA_VISIBLE_DEVICES={out.visible_devices!s} (CDI injection "
-                             "leaves 'void') — the GPU came by the legacy env-var path", node=p.node,
-                             evidence=ev, kubectl=logs_cmd))
-        elif not out.has_device_nodes:
-            f.append(Finding(Status.FAIL, "no /dev/nvidiaN device node in the container", node=p.node,
-                             evidence=ev, kubectl=logs_cmd))
-        else:
-            how = "CDI (NVIDIA_VISIBLE_DEVICES=void, /dev/nvidia* present)" if out.injected_by_cdi else \
-                f"the nvidia runtime (NVIDIA_VISIBLE_DEVICES={out.visible_devices})"
-            f.append(Finding(Status.PASS, f"GPU injected by {how} without runtimeClassName",
-                             node=p.node, evidence=ev))
-    return f
+            return Status.FAIL, ("no GPU was injected into the probe container "
+                                 "(no runtimeClassName was set, as for any ordinary workload)"), ev
+        if cdi and not out.injected_by_cdi:
+            return Status.FAIL, (f"CDI expected but NVIDIA_VISIBLE_DEVICES={out.visible_devices!s} (CDI injection "
+                                 "leaves 'void') — the GPU came by the legacy env-var path"), ev
+        if not out.has_device_nodes:
+            return Status.FAIL, "no /dev/nvidiaN device node in the container", ev
+        how = "CDI (NVIDIA_VISIBLE_DEVICES=void, /dev/nvidia* present)" if out.injected_by_cdi else \
+            f"the nvidia runtime (NVIDIA_VISIBLE_DEVICES={out.visible_devices})"
+        return Status.PASS, f"GPU injected by {how} without runtimeClassName", ev
+
+    return _judge_outputs(obs, judge, warn_without_logs=False)

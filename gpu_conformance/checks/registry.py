@@ -20,10 +20,3 @@ def check(id: str, layer: Layer, title: str, *, hint: str, kubectl: str, detects
 
     return wrap
 
-
-def declare(id: str, layer: Layer, title: str, *, hint: str, kubectl: str, detects: str = "") -> Check:
-    """A check whose findings come from elsewhere (the probe run), not from the snapshot."""
-    if id in REGISTRY:
-        raise ValueError(f"duplicate check id {id}")
-    REGISTRY[id] = Check(id=id, layer=layer, title=title, hint=hint, kubectl=kubectl, func=None, detects=detects)
-    return REGISTRY[id]

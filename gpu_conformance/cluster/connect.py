@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -24,6 +25,9 @@ from gpu_conformance.errors import ClusterAccessError
 
 # Requests to the API server must never hang a run; every call passes this (connect, read) timeout.
 REQUEST_TIMEOUT = (5, 60)
+# What one request through the client can raise: an HTTP error status, a transport error (timeouts, TLS, a
+# dropped connection), a socket error.
+API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
 
 
 @dataclass

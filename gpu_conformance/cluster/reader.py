@@ -19,7 +19,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from gpu_conformance.cluster.connect import Connection, raw_request
+from gpu_conformance.cluster.connect import API_ERRORS, Connection, raw_request
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERATOR_POD_LABEL
@@ -249,7 +249,7 @@ class ClusterReader:
                 data = raw_request(self.conn.api, "GET", f"/api/v1/namespaces/{ns}/pods/{pod}/log",
                                    [("container", container), ("tailLines", str(LOG_TAIL_LINES))])
                 return key, data.decode("utf-8", "replace")
-            except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
+            except API_ERRORS as e:
                 # Logs are evidence, not a requirement: a missing log must not end the run.
                 return key, f"<logs unavailable: {getattr(e, 'reason', e)}>"
 

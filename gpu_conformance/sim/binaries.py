@@ -20,11 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import ConformanceError, cli_main
 
 K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
@@ -62,7 +62,7 @@ class GoNotFoundError(BinariesError):
 class Binary:
     name: str
     package: str
-    module_subdir: str            # "" = <repo>/gobuild, "kwok" = <repo>/gobuild/kwok
+    module_subdir: str            # relative to <repo>/gobuild: "" = gobuild, "kwok", "../fixtures/fake-gpu"
     ldflags: str
     version_args: tuple[str, ...]
     version_text: str             # must appear in the output of version_args
@@ -118,9 +118,9 @@ def _answers_version(path: Path, binary: Binary) -> bool:
     return out.returncode == 0 and binary.version_text in (out.stdout + out.stderr)
 
 
-def missing_binaries(bin_dir: Path) -> list[Binary]:
+def missing_binaries(bin_dir: Path, binaries: Sequence[Binary] = BINARIES) -> list[Binary]:
     """Binaries in bin_dir that are absent or do not report the pinned version."""
-    return [b for b in BINARIES if not _answers_version(bin_dir / b.name, b)]
+    return [b for b in binaries if not _answers_version(bin_dir / b.name, b)]
 
 
 def _check_prebuilt(bin_dir: Path) -> Path:
@@ -229,35 +229,44 @@ def ensure_binaries() -> Path:
     env_dir = os.environ.get(BIN_DIR_ENV)
     if env_dir:
         return _check_prebuilt(Path(env_dir).expanduser().resolve())
-    bin_dir = cache_bin_dir()
-    if not missing_binaries(bin_dir):
+    return build_missing(cache_bin_dir(), BINARIES)
+
+
+def build_missing(bin_dir: Path, binaries: Sequence[Binary],
+                  check_go: Callable[[str], None] | None = None) -> Path:
+    """bin_dir holding `binaries` at their pinned versions, the missing ones built under the cache lock.
+
+    Shared by every tier's binaries (sim, real node, kind); check_go refuses a too old toolchain first.
+    """
+    if not missing_binaries(bin_dir, binaries):
         return bin_dir
     # Fail on a missing toolchain or checkout before creating anything in the cache.
     go = _go_executable()
+    if check_go is not None:
+        check_go(go)
     gobuild = gobuild_dir()
     with _build_lock(bin_dir):
         # Re-check under the lock: another process may have finished the build while we waited.
-        missing = missing_binaries(bin_dir)
+        missing = missing_binaries(bin_dir, binaries)
         if missing:
             _build(go, gobuild, missing, bin_dir)
     return bin_dir
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    del argv  # no options: the versions are pinned in this module
+def _ensure_all() -> Path:
     from gpu_conformance.sim import operator_module
 
-    try:
-        bin_dir = ensure_binaries()
-        # The real operator's module (its CRDs are the sim's, in every profile) and its binary
-        # (`--operator=real`, the differential test).
-        operator_module.module_dir()
-        operator_module.ensure_binary()
-    except ConformanceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(bin_dir)
-    return 0
+    bin_dir = ensure_binaries()
+    # The real operator's module (its CRDs are the sim's, in every profile) and its binary
+    # (`--operator=real`, the differential test).
+    operator_module.module_dir()
+    operator_module.ensure_binary()
+    return bin_dir
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    del argv  # no options: the versions are pinned in this module
+    return cli_main(_ensure_all)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,23 @@ class _Proc:
     popen: subprocess.Popen[bytes] | None = None
 
 
+# The caller's proxy and kubeconfig settings: a component gets its own (or none), never these.
+_NOT_INHERITED = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG"}
+
+
+def spawn_logged(name: str, cmd: list[str], log_path: Path, cwd: Path, env: dict[str, str]) -> _Proc:
+    """Start one component in a session of its own (stopped by its process group), its output appended to
+    log_path after a line naming the command; the environment is ours without _NOT_INHERITED, plus `env`."""
+    run_env = {k: v for k, v in os.environ.items() if k.upper() not in _NOT_INHERITED}
+    run_env.update(env)
+    with open(log_path, "ab") as log:
+        log.write(f"\n# {datetime.now(UTC).isoformat()} {' '.join(cmd)}\n".encode())
+        log.flush()
+        popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                 cwd=cwd, env=run_env, start_new_session=True, close_fds=True)
+    return _Proc(name, popen.pid, _proc_start_time(popen.pid) or 0, popen)
+
+
 # Started, non-detached clusters: stopped at interpreter exit and on SIGTERM.
 _LIVE: set[SimCluster] = set()
 _LIVE_LOCK = threading.Lock()
@@ -312,6 +329,9 @@ class SimCluster:
                     f"--service-account-signing-key-file={pki.sa_key}",
                     f"--service-cluster-ip-range={SERVICE_CIDR}",
                     "--authorization-mode=Node,RBAC",
+                    # Its client certificate toward kubelets (logs, exec): a real-node kubelet admits no
+                    # anonymous caller; system:masters passes its SubjectAccessReview. kwok ignores it.
+                    f"--kubelet-client-certificate={pki.cert}", f"--kubelet-client-key={pki.key}",
                     "--allow-privileged=true",
                     # kwok's kubelet endpoint is the node's InternalIP (127.0.0.1); the Hostname
                     # address is the node name, which resolves nowhere.
@@ -349,20 +369,12 @@ class SimCluster:
         raise ValueError(name)
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
-        env = {k: v for k, v in os.environ.items()
-               if k.upper() not in {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG"}}
-        for key in ("HTTP_PROXY", "HTTPS_PROXY"):
-            env[key] = env[key.lower()] = DEAD_PROXY
+        env = {key: DEAD_PROXY for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
         env["NO_PROXY"] = env["no_proxy"] = ",".join((LOOPBACK, "localhost", *self.no_proxy))
         # kwok also loads $KWOK_WORKDIR/kwok.yaml; point it at an empty dir so a developer's
         # ~/.kwok/kwok.yaml cannot inject stages.
         env["KWOK_WORKDIR"] = str(self.state_dir / "kwok-home")
-        with open(self.state_dir / f"{name}.log", "ab") as log:
-            log.write(f"\n# {datetime.now(UTC).isoformat()} {' '.join(cmd)}\n".encode())
-            log.flush()
-            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     cwd=self.state_dir, env=env, start_new_session=True, close_fds=True)
-        self._procs[name] = _Proc(name, popen.pid, _proc_start_time(popen.pid) or 0, popen)
+        self._procs[name] = spawn_logged(name, cmd, self.state_dir / f"{name}.log", self.state_dir, env)
         self._write_pids()
 
     def _write_pids(self) -> None:
@@ -755,6 +767,7 @@ def _stop_live() -> None:
     with _LIVE_LOCK:
         clusters = list(_LIVE)
     for cluster in clusters:
+        # Last resort (the SIGTERM handler): whatever one cluster's stop raises, the others are still stopped.
         with contextlib.suppress(Exception):
             cluster.stop()
 

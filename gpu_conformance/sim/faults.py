@@ -185,6 +185,17 @@ def _validator_stuck(ctx: FaultContext, node: str, stage: str, crash: bool, rest
     ctx.set_status(v, pod_states.stuck_in_init(v, stage, crash=crash, restarts=restarts))
 
 
+def _waiting_for_driver(ctx: FaultContext, node: str, log: str | None = None) -> None:
+    """The driver never became ready on `node`: the toolkit and the validator wait in driver-validation (the
+    validator logging `log`), every gated operand waits for the toolkit, and no cuda validator runs."""
+    t = ctx.pod(op.TOOLKIT.daemonset, node)
+    ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
+    _validator_stuck(ctx, node, "driver-validation", crash=False, restarts=0)
+    ctx.log("driver-validation", (log or DRIVER_FAIL_LOG).format(t=_t()))
+    _gated_pods_wait_for_toolkit(ctx, node)
+    _no_cuda_validator(ctx, node)
+
+
 def _no_cuda_validator(ctx: FaultContext, node: str) -> None:
     # The validator never reached cuda-validation, so it never created its workload pod on this node.
     for p in ctx.pods(op.CUDA_VALIDATOR_APP, node):
@@ -384,12 +395,7 @@ def _driver_crashloop(ctx: FaultContext) -> None:
     ctx.host_fault(NODE, hosts.DRIVER_UNLOADABLE)
     d = ctx.pod(op.DRIVER.daemonset, NODE)
     ctx.set_status(d, pod_states.crash_looping(d, "nvidia-driver-ctr", restarts=8))
-    t = ctx.pod(op.TOOLKIT.daemonset, NODE)
-    ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
-    _validator_stuck(ctx, NODE, "driver-validation", crash=False, restarts=0)
-    ctx.log("driver-validation", DRIVER_FAIL_LOG.format(t=_t()))
-    _gated_pods_wait_for_toolkit(ctx, NODE)
-    _no_cuda_validator(ctx, NODE)
+    _waiting_for_driver(ctx, NODE)
 
 
 @fault("host-driver-broken", "host driver mode (driver.enabled=false) with a broken host driver (e.g. kernel "
@@ -400,12 +406,7 @@ def _driver_crashloop(ctx: FaultContext) -> None:
        simulated_only=NOT_CHART_DEFAULT)
 def _host_driver_broken(ctx: FaultContext) -> None:
     ctx.host_fault(NODE, hosts.DRIVER_UNLOADABLE)
-    t = ctx.pod(op.TOOLKIT.daemonset, NODE)
-    ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
-    _validator_stuck(ctx, NODE, "driver-validation", crash=False, restarts=0)
-    ctx.log("driver-validation", HOST_DRIVER_FAIL_LOG.format(t=_t()))
-    _gated_pods_wait_for_toolkit(ctx, NODE)
-    _no_cuda_validator(ctx, NODE)
+    _waiting_for_driver(ctx, NODE, HOST_DRIVER_FAIL_LOG)
 
 
 @fault("toolkit-validation-failing", "the field note's containerd-config clobbering: another containerd config "
@@ -770,23 +771,19 @@ def _runtime_handler_missing(ctx: FaultContext) -> None:
        states_not_ready=frozenset({"state-driver"}), root_cause_check="DRV-002", root_cause_says="pull")
 def _driver_image_pull(ctx: FaultContext) -> None:
     pod = _recreate(ctx, op.DRIVER.daemonset, NODE)
+    where = "spec.containers{nvidia-driver-ctr}"
     image = next(c["image"] for c in pod["spec"]["containers"] if c["name"] == "nvidia-driver-ctr")
     ctx.set_status(pod, pod_states.image_pull_backoff(pod, "nvidia-driver-ctr"))
     reg = image.split("/", 1)[0]
     _event(ctx, pod, "Failed", f'Failed to pull image "{image}": rpc error: code = Unknown desc = failed to pull '
            f'and unpack image "{image}": failed to resolve reference "{image}": failed to do request: Head '
            f'"https://{reg}/v2/": dial tcp: lookup {reg}: i/o timeout', count=6,
-           field_path="spec.containers{nvidia-driver-ctr}")
-    _event(ctx, pod, "Failed", "Error: ErrImagePull", count=6, field_path="spec.containers{nvidia-driver-ctr}")
+           field_path=where)
+    _event(ctx, pod, "Failed", "Error: ErrImagePull", count=6, field_path=where)
     _event(ctx, pod, "BackOff", f'Back-off pulling image "{image}"', kind="Normal", count=40,
-           field_path="spec.containers{nvidia-driver-ctr}")
-    _event(ctx, pod, "Failed", "Error: ImagePullBackOff", count=40, field_path="spec.containers{nvidia-driver-ctr}")
-    t = ctx.pod(op.TOOLKIT.daemonset, NODE)
-    ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
-    _validator_stuck(ctx, NODE, "driver-validation", crash=False, restarts=0)
-    ctx.log("driver-validation", DRIVER_FAIL_LOG.format(t=_t()))
-    _gated_pods_wait_for_toolkit(ctx, NODE)
-    _no_cuda_validator(ctx, NODE)
+           field_path=where)
+    _event(ctx, pod, "Failed", "Error: ImagePullBackOff", count=40, field_path=where)
+    _waiting_for_driver(ctx, NODE)
 
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from gpu_conformance import operands as op
+from gpu_conformance import versions
 from gpu_conformance.sim.profiles import A100_40GB_MIG, GpuHardware, MigProfile, Profile
 
 Obj = dict[str, Any]
@@ -115,11 +116,11 @@ def images(profile: Profile) -> Images:
 # Fields of the ClusterPolicy spec that releases after v25.3.4 added to the CRD (the only CRD the Go module
 # proxy serves is v25.3.4's). Profiles of those releases write them, so their CRD gets them; every other
 # field is validated by the real v25.3.4 schema. Facts: gpu-operator-facts.md §4a (CRD defaults per release).
-_LATER_CRD_FIELDS: tuple[tuple[tuple[int, int, int], tuple[str, ...], Obj], ...] = (
-    ((25, 10, 0), ("sandboxWorkloads", "mode"),
+_LATER_CRD_FIELDS: tuple[tuple[str, tuple[str, ...], Obj], ...] = (
+    (versions.SANDBOX_WORKLOADS_MODE, ("sandboxWorkloads", "mode"),
      {"type": "string", "default": "kubevirt", "enum": ["kubevirt", "kata"],
       "description": "Mode indicates the sandbox mode (kubevirt or kata)"}),
-    ((26, 3, 0), ("cdi", "nriPluginEnabled"),
+    (versions.CDI_NRI_PLUGIN, ("cdi", "nriPluginEnabled"),
      {"type": "boolean", "default": False,
       "description": "NRIPluginEnabled indicates whether the toolkit runs an NRI plugin to inject CDI devices"}),
 )
@@ -143,8 +144,8 @@ def crds(profile: Profile | None = None) -> list[Obj]:
     for crd in out:
         if crd["metadata"]["name"] != op.CLUSTERPOLICY_CRD:
             continue
-        for since, path, schema in _LATER_CRD_FIELDS:
-            if version < since:
+        for rule, path, schema in _LATER_CRD_FIELDS:
+            if not versions.since(rule, version):
                 continue
             for v in crd["spec"]["versions"]:
                 props = v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
@@ -206,12 +207,12 @@ def clusterpolicy_spec(profile: Profile) -> Obj:
         "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
         "hostPaths": {"rootFS": "/", "driverInstallDir": "/run/nvidia/driver"},
     }
-    if profile.version >= (25, 10, 0):
-        spec["sandboxWorkloads"]["mode"] = "kubevirt"  # added to the chart in v25.10
-    if profile.version >= (26, 3, 0):
+    if versions.since(versions.SANDBOX_WORKLOADS_MODE, profile.version):
+        spec["sandboxWorkloads"]["mode"] = "kubevirt"
+    if versions.since(versions.CDI_NRI_PLUGIN, profile.version):
         spec["cdi"]["nriPluginEnabled"] = profile.nri
-    elif profile.version < (25, 10, 0):
-        spec["cdi"]["default"] = False  # v25.3 Helm still rendered the (later deprecated) cdi.default
+    if not versions.since(versions.CDI_DEFAULT_KEY_DROPPED, profile.version):
+        spec["cdi"]["default"] = False
     if profile.time_slicing_replicas:
         spec["devicePlugin"]["config"] = {"name": profile.time_slicing_config_name, "default": "any"}
     return spec
@@ -340,9 +341,9 @@ def validator_init_containers(operator_version: str, device_plugin_enabled: bool
     From v26.3 those checks live inside driver-validation.
     """
     v = op.parse_version(operator_version)
-    if v >= (26, 3, 0):
+    if versions.since(versions.FS_VALIDATION_IN_DRIVER_VALIDATION, v):
         names = ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
-    elif v >= (25, 10, 0):
+    elif versions.since(versions.GDRCOPY_VALIDATION, v):
         names = ["driver-validation", "nvidia-fs-validation", "gdrcopy-validation", "toolkit-validation",
                  "cuda-validation", "plugin-validation"]
     else:
@@ -470,7 +471,7 @@ def device_plugin_env(profile: Profile) -> list[Obj]:
            env("MPS_ROOT", "/run/nvidia/mps"), env("MIG_STRATEGY", profile.mig_strategy),
            env("NVIDIA_MIG_MONITOR_DEVICES", "all")]
     if profile.cdi:
-        if profile.version >= (25, 10, 0):
+        if versions.since(versions.CDI_DEFAULT_ON, profile.version):
             strategy, prefix = "cdi-annotations,cdi-cri", "cdi.k8s.io/"
         else:
             strategy, prefix = "envvar,cdi-annotations", "nvidia.cdi.k8s.io/"
@@ -499,7 +500,7 @@ def toolkit_env(profile: Profile) -> list[Obj]:
             env("CONTAINERD_CONFIG", "/runtime/config-dir/config.toml"),
             env("RUNTIME_SOCKET", "/runtime/sock-dir/containerd.sock"),
             env("CONTAINERD_SOCKET", "/runtime/sock-dir/containerd.sock")]
-    if profile.version >= (25, 10, 0):
+    if versions.since(versions.RUNTIME_DROP_IN_CONFIG, profile.version):
         out += [env("RUNTIME_DROP_IN_CONFIG", "/runtime/config-dir.d/99-nvidia.toml"),
                 env("RUNTIME_DROP_IN_CONFIG_HOST_PATH", "/etc/containerd/conf.d/99-nvidia.toml")]
     return out
@@ -580,7 +581,7 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
             host_volume("containerd-config", "/etc/containerd", "/runtime/config-dir/",
                         host_type="DirectoryOrCreate"),
             host_volume("containerd-socket", "/run/containerd", "/runtime/sock-dir/"))
-        if profile.version >= (25, 10, 0):
+        if versions.since(versions.RUNTIME_DROP_IN_CONFIG, profile.version):
             v, m = host_volume("containerd-drop-in-config", "/etc/containerd/conf.d", "/runtime/config-dir.d/",
                                host_type="DirectoryOrCreate")
             vols.append(v)
@@ -603,7 +604,8 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
     for c in v_init:
         if c["name"] == "plugin-validation":
             c["securityContext"] = {"privileged": True}
-    sleep = "sleep infinity" if profile.version < (25, 10, 0) else "while true; do sleep 86400; done"
+    sleep = ("while true; do sleep 86400; done" if versions.since(versions.VALIDATOR_SLEEP_LOOP, profile.version)
+             else "sleep infinity")
     v_main = {"name": "nvidia-operator-validator", "image": img.validator, "imagePullPolicy": "IfNotPresent",
               "command": ["sh", "-c"], "args": [f"echo all validations are successful; {sleep}"],
               "securityContext": {"privileged": True},
@@ -750,8 +752,7 @@ def operand_configmaps(profile: Profile, namespace: str, clusterpolicy_uid: str 
     if op.operand_enabled(op.DEVICE_PLUGIN, spec):
         data["nvidia-device-plugin-entrypoint"] = {
             "entrypoint.sh": f"#!/bin/sh\n# wait for {VALIDATIONS_DIR}/driver-ready, then exec nvidia-device-plugin\n"}
-    if op.operand_enabled(op.DRIVER, spec) and profile.version >= (25, 10, 0):
-        # v25.3.4's driver DaemonSet has its startup probe inline; later releases ship it as a ConfigMap.
+    if op.operand_enabled(op.DRIVER, spec) and versions.since(versions.DRIVER_STARTUP_PROBE_CONFIGMAP, profile.version):
         data["nvidia-driver-startup-probe"] = {
             "startup-probe.sh": "#!/bin/sh\n# /sys/module/nvidia/refcnt + nvidia-smi, then .driver-ctr-ready\n"}
     if op.operand_enabled(op.MIG_MANAGER, spec):

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.sim import binaries
 
 MODULE = "github.com/NVIDIA/gpu-operator"
@@ -68,17 +68,21 @@ def _complete(path: Path) -> bool:
     return (path / CRD_DIR / "nvidia.com_clusterpolicies.yaml").is_file() and (path / "assets").is_dir()
 
 
+def _go(what_needs_it: str) -> str:
+    """The Go toolchain, or one line saying what cannot be done without it."""
+    try:
+        return binaries._go_executable()
+    except binaries.GoNotFoundError as exc:
+        raise OperatorModuleError(f"{what_needs_it}: {exc}") from None
+
+
 @cache
 def module_dir() -> Path:
     """The unpacked module in the Go module cache, downloading it first if needed (network once)."""
     guess = _gomodcache() / f"{_escape(MODULE)}@{MODULE_VERSION}"
     if _complete(guess):
         return guess
-    try:
-        go = binaries._go_executable()
-    except binaries.GoNotFoundError as exc:
-        raise OperatorModuleError(f"{MODULE}@{MODULE_VERSION} is not in the Go module cache ({guess}) and it "
-                                  f"cannot be downloaded: {exc}") from None
+    go = _go(f"{MODULE}@{MODULE_VERSION} is not in the Go module cache ({guess}) and it cannot be downloaded")
     out = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{MODULE_VERSION}"], cwd=wrapper_dir(),
                          capture_output=True, text=True, env=binaries._go_env(), check=False)
     try:
@@ -147,11 +151,7 @@ def ensure_binary() -> Path:
     target = bin_dir() / BINARY
     if answers_version(target):
         return target
-    try:
-        go = binaries._go_executable()
-    except binaries.GoNotFoundError as exc:
-        raise OperatorModuleError(f"the real GPU Operator {OPERATOR_VERSION} is not built and cannot be: {exc}"
-                                  ) from None
+    go = _go(f"the real GPU Operator {OPERATOR_VERSION} is not built and cannot be")
     wrapper = wrapper_dir()
     module_dir()
     out_dir = bin_dir()
@@ -177,16 +177,14 @@ def ensure_binary() -> Path:
     return target
 
 
+def _ensure_all() -> Path:
+    module_dir()
+    return ensure_binary()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     del argv
-    try:
-        module_dir()
-        path = ensure_binary()
-    except ConformanceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(path)
-    return 0
+    return cli_main(_ensure_all)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from gpu_conformance import operands as op
+from gpu_conformance import versions
 
 Obj = dict[str, Any]
 
@@ -53,8 +54,8 @@ STATE_DAEMONSETS: tuple[tuple[str, str], ...] = (
 
 
 def not_ready_message(operator_version: str, states: Sequence[str]) -> str:
-    """Go's `%v` of the []string: "[a b]". v26.7 changed ", states" to "; states" (v26.3.3 still has ",")."""
-    sep = ";" if op.parse_version(operator_version) >= (26, 7, 0) else ","
+    """Go's `%v` of the []string: "[a b]"; the separator before "states" changed in a release."""
+    sep = ";" if versions.since(versions.NOT_READY_SEMICOLON, op.parse_version(operator_version)) else ","
     return f"ClusterPolicy is not ready{sep} states not ready: [{' '.join(states)}]"
 
 
@@ -265,13 +266,15 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: float) -> int:
     from kubernetes import config
 
+    from gpu_conformance.cluster.connect import API_ERRORS
     from gpu_conformance.sim.reconcile import Kube
 
     kube = Kube(config.new_client_from_config(config_file=kubeconfig))
     writer = StatusWriter(kube, namespace, operator_version)
     signal.signal(signal.SIGTERM, _on_term)
     while not _STOP:
-        with contextlib.suppress(Exception):  # an API hiccup: the next round retries, like a requeue
+        # An API hiccup (or a body cut short): the next round retries, like a requeue.
+        with contextlib.suppress(*API_ERRORS, ValueError):
             if writer.operator_running():
                 writer.write()
         time.sleep(period)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from gpu_conformance import versions
 from gpu_conformance.operands import parse_version
 
 
@@ -188,15 +189,16 @@ class Profile:
 
     @property
     def cdi(self) -> bool:
-        """cdi.enabled as installed: Helm default false before v25.10, true from v25.10."""
+        """cdi.enabled as installed: the Helm default of the profile's release unless the profile sets it."""
         if self.cdi_enabled is not None:
             return self.cdi_enabled
-        return self.version >= (25, 10, 0)
+        return bool(versions.since(versions.CDI_DEFAULT_ON, self.version))
 
     @property
     def nri(self) -> bool:
         # NRI mode needs CDI and the toolkit, and exists from v26.3.
-        return self.nri_plugin_enabled and self.cdi and self.toolkit_enabled and self.version >= (26, 3, 0)
+        return (self.nri_plugin_enabled and self.cdi and self.toolkit_enabled
+                and bool(versions.since(versions.CDI_NRI_PLUGIN, self.version)))
 
     @property
     def driver_version(self) -> str:

@@ -30,6 +30,7 @@ from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim import operator_module
 from gpu_conformance.sim.chart import clusterpolicy_from_module
+from gpu_conformance.sim.controlplane import _last_line
 from gpu_conformance.sim.profiles import Profile, get_profile
 
 Obj = dict[str, Any]
@@ -128,14 +129,6 @@ def launch(cluster: Any, profile: Profile, namespace: str = NAMESPACE, timeout: 
             raise RealOperatorError(f"the real operator was not ready within {timeout:.0f} s: {_last_line(log)} "
                                     f"(log: {log})")
         time.sleep(0.2)
-
-
-def _last_line(log: Path) -> str:
-    try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return "no log"
-    return lines[-1][:300] if lines else "empty log"
 
 
 def start_operand_loop(cluster: Any, profile: Profile, namespace: str = NAMESPACE) -> None:

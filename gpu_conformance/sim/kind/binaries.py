@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import cli_main
 from gpu_conformance.sim import binaries as simbin
 from gpu_conformance.sim.realnode import binaries as rnbin
 
@@ -49,21 +49,8 @@ def cache_bin_dir() -> Path:
     return simbin.cache_bin_dir().parent / BIN_DIR_NAME
 
 
-def missing_binaries(bin_dir: Path) -> list[simbin.Binary]:
-    return [b for b in BINARIES if not simbin._answers_version(bin_dir / b.name, b)]
-
-
 def ensure_own() -> Path:
-    bin_dir = cache_bin_dir()
-    if not missing_binaries(bin_dir):
-        return bin_dir
-    go = simbin._go_executable()
-    gobuild = simbin.gobuild_dir()
-    with simbin._build_lock(bin_dir):
-        missing = missing_binaries(bin_dir)
-        if missing:
-            simbin._build(go, gobuild, missing, bin_dir)
-    return bin_dir
+    return simbin.build_missing(cache_bin_dir(), BINARIES)
 
 
 def ensure_binaries() -> BinDirs:
@@ -71,15 +58,14 @@ def ensure_binaries() -> BinDirs:
     return BinDirs(kind=ensure_own(), sim=simbin.ensure_binaries(), realnode=rnbin.ensure_binaries())
 
 
+def _ensure_all() -> str:
+    dirs = ensure_binaries()
+    return f"{dirs.kind}\n{dirs.sim}\n{dirs.realnode}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     del argv
-    try:
-        dirs = ensure_binaries()
-    except ConformanceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(dirs.kind, dirs.sim, dirs.realnode, sep="\n")
-    return 0
+    return cli_main(_ensure_all)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ Lifecycle (KindCluster.start / stop):
    `kind` and `kubectl` on PATH and inherits the process environment, so both are set for the cluster's lifetime);
 4. networking: disableDefaultCNI, then per node a bridge CNI config for its podCIDR (Debian's plugins, in the node
    image) and routes to the other nodes' pod subnets over the kind network: what kindnetd does, minus its image;
-5. the fake-GPU stack (kind/fake-gpu.yaml + a per-node ConfigMap from realnode.fakegpu), then the GPU nodes
-   advertise nvidia.com/gpu and hand out CDI devices.
+5. the fake-GPU stack (fixtures/fake-gpu/daemonset.yaml + its ConfigMap: GPUs per node, GPU name), then the GPU
+   nodes advertise nvidia.com/gpu and hand out CDI devices.
 stop deletes the cluster (kind removes its containers) and stops our dockerd by PID.
 """
 
@@ -31,13 +31,12 @@ from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim import install
+from gpu_conformance.sim import fakegpu, install
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
 from gpu_conformance.sim.kind.docker import Dockerd, tier_root, unavailable_reason
 from gpu_conformance.sim.profiles import get_profile
 from gpu_conformance.sim.realnode import binaries as rnbin
-from gpu_conformance.sim.realnode import fakegpu
 
 KIND_DIR = Path(__file__).resolve().parents[3] / "kind"
 CLUSTER_NAME = "gpu-conformance"
@@ -199,16 +198,12 @@ class KindCluster:
         return [n["metadata"]["name"] for n in self.nodes() if n["metadata"]["labels"].get(GPU_LABEL) == "true"]
 
     def _install_fake_gpu(self) -> None:
-        data: dict[str, str] = {}
-        smi = Path("/var/lib/fake-gpu/nvidia-smi")   # on the node; the DaemonSet puts it there
-        for node in self.gpu_nodes():
-            data[f"{node}.devices"] = ",".join(fakegpu.uuids(node, self.gpus))
-            data[f"{node}.cdi.yaml"] = yaml.safe_dump(fakegpu.cdi_spec(self.gpus, smi), sort_keys=False)
-            data[f"{node}.nvidia-smi"] = fakegpu.nvidia_smi_script(node, self.gpus, fakegpu.default_product())
-        manifests = (KIND_DIR / "fake-gpu.yaml").read_text()
+        # The plugin derives each node's GPU UUIDs from its node name, as the simulated nodes' are derived.
+        data = {"FAKE_GPU_COUNT": str(self.gpus), "FAKE_GPU_NAME": fakegpu.gpu_name(fakegpu.default_product())}
+        manifests = (fakegpu.fixture_dir() / "daemonset.yaml").read_text()
         self.kubectl("apply", "-f", "-", input=manifests.split("\n---\n", 1)[0])   # the namespace first
-        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fake-gpu-nodes", "namespace": "fake-gpu"},
-              "data": data}
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "fake-gpu-config", "namespace": "fake-gpu"}, "data": data}
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))
         self.kubectl("apply", "-f", "-", input=manifests)
 
@@ -281,11 +276,12 @@ class KindCluster:
 
     def stop(self) -> None:
         if self.manager is not None:
-            with contextlib.suppress(Exception):
+            # kind delete failing or timing out: the daemon's containers are removed below all the same.
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
                 self.manager.delete()
             self.manager = None
         if self.docker is not None and not self.docker.external:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
                 # Whatever kind left (a failed create): our daemon, so every container is ours.
                 leftovers = self.docker.docker("ps", "-aq", check=False).stdout.decode().split()
                 if leftovers:

@@ -19,6 +19,7 @@ needs the base. This module makes what that command makes, from parts this machi
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -30,9 +31,10 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
 from gpu_conformance.sim import binaries as simbin
+from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind.docker import Dockerd
 from gpu_conformance.sim.realnode import binaries as rnbin
@@ -49,9 +51,7 @@ PACKAGES = ("systemd", "systemd-sysv", "dbus", "conntrack", "iptables", "nftable
 KUBE_PROXY_PACKAGES = ("libc6", "iptables", "libxtables12", "libnftnl11", "libmnl0", "libip4tc2", "libip6tc2",
                        "libnetfilter-conntrack3", "libnfnetlink0")
 IMAGE_REPO = "gpu-conformance.local/kind-node"
-FAKE_GPU_IMAGE = "gpu-conformance.local/fake-gpu-device-plugin:1"
-BUSYBOX_APPLETS = ("sh", "cat", "cp", "ls", "echo", "env", "mkdir", "sleep", "test", "[", "grep", "head", "chmod",
-                   "mount", "id", "true", "false", "printf", "wc", "tr", "cut", "sed")
+FAKE_GPU_IMAGE = fakegpu.FAKE_GPU_IMAGE
 # Bump when the way the image is built changes (the key also covers every input file and binary version).
 BUILD_REVISION = "1"
 _KIND_NODE_FILES = Path(__file__).resolve().parents[3] / "kind" / "node"
@@ -170,12 +170,11 @@ def build_images(dirs: kindbin.BinDirs, rootfs: Path, out: Path, busybox: Path) 
 
 
 def fake_gpu_images(dirs: kindbin.BinDirs, busybox: Path) -> list[oci.Image]:
-    """The fake GPU's DaemonSet image (a shell to place its per-node files, then the plugin) and the probe image:
-    busybox, tagged as the suite's default probe image so the probe pod starts without a pull."""
-    bb = oci.busybox_entries(busybox, BUSYBOX_APPLETS)
-    return [oci.Image((FAKE_GPU_IMAGE,), [*bb, oci.Entry("/usr/local/bin/fake-gpu-device-plugin",
-                                                         source=dirs.find("fake-gpu-device-plugin"))]),
-            oci.Image((DEFAULT_PROBE_IMAGE,), list(bb))]
+    """The fake-GPU stack's images the nodes run (fixtures/fake-gpu/Dockerfile's stages, built offline): the
+    device plugin of the DaemonSet, and the probe image, tagged only as the suite's default probe image so the
+    probe pod starts without a pull."""
+    probe = dataclasses.replace(fakegpu.IMAGES["probe"], names=(DEFAULT_PROBE_IMAGE,))
+    return [fakegpu.oci_image(spec, dirs.realnode, busybox) for spec in (fakegpu.IMAGES["device-plugin"], probe)]
 
 
 def _write(images: list[oci.Image], out: Path) -> list[Path]:
@@ -314,13 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     del argv
     from gpu_conformance.sim.kind.docker import docker_for_tier
 
-    try:
+    def build() -> str:
         with docker_for_tier() as docker:
-            print(ensure_node_image(docker))
-    except ConformanceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
+            return ensure_node_image(docker)
+
+    return cli_main(build)
 
 
 if __name__ == "__main__":

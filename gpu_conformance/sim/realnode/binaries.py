@@ -4,8 +4,9 @@ Built from Go modules, like the control plane, into their own versioned cache di
 
 * kubelet v1.36.3 from the Kubernetes wrapper module (<repo>/gobuild), with the control plane's ldflags;
 * containerd, ctr and containerd-shim-runc-v2 v2.4.2 from <repo>/gobuild/containerd (CGO_ENABLED=0);
-* our fake-GPU device plugin and the pause binary from <repo>/gobuild/fakegpu, stamped with a hash of
-  their sources so an edited plugin is rebuilt.
+* the fake-GPU device plugin and the pause binary from <repo>/fixtures/fake-gpu (the fake-GPU stack every
+  tier shares, see gpu_conformance/sim/fakegpu.py), stamped with a hash of their sources so an edited
+  plugin is rebuilt.
 
 From Debian (`apt-get install runc containernetworking-plugins busybox-static`, see .ci/run): runc (its
 nsexec part is C, no CGO-free build exists), the bridge/host-local/loopback CNI plugins and a static
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError
+from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.sim import binaries as simbin
 
 CONTAINERD_VERSION = "v2.4.2"
@@ -36,16 +37,26 @@ CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
 HOST_TOOLS = ("ip", "unshare", "nsenter", "mount", "openssl")
 
 
+# The fake-GPU stack's Go module (a source checkout only, like gobuild/); its path relative to gobuild/ is
+# what the build groups by.
+FAKEGPU_MODULE = simbin.repo_root() / "fixtures" / "fake-gpu"
+_FAKEGPU_SUBDIR = "../fixtures/fake-gpu"
+# Files of the module that go into the binaries (nvidia-smi is embedded in the plugin).
+_FAKEGPU_BUILD_FILES = (".go", ".mod", ".sum")
+_FAKEGPU_EMBEDDED = ("nvidia-smi",)
+
+
 def _fakegpu_version() -> str:
     """A hash of the fake-GPU module's sources: part of the binaries' version, so edits rebuild them."""
-    root = simbin.repo_root() / "gobuild" / "fakegpu"
+    root = FAKEGPU_MODULE
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".go", ".mod", ".sum")):
+    for path in sorted(p for p in root.rglob("*") if p.is_file()
+                       and (p.suffix in _FAKEGPU_BUILD_FILES or p.name in _FAKEGPU_EMBEDDED)):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
-FAKEGPU_VERSION = _fakegpu_version() if (simbin.repo_root() / "gobuild" / "fakegpu").is_dir() else "prebuilt"
+FAKEGPU_VERSION = _fakegpu_version() if (FAKEGPU_MODULE / "go.mod").is_file() else "prebuilt"
 # The fake-GPU binaries' version is checked per binary (not part of the name): editing the plugin must not
 # rebuild kubelet and containerd.
 BIN_DIR_NAME = f"realnode-k8s-{simbin.K8S_VERSION}-containerd-{CONTAINERD_VERSION}"
@@ -53,7 +64,7 @@ BIN_DIR_NAME = f"realnode-k8s-{simbin.K8S_VERSION}-containerd-{CONTAINERD_VERSIO
 _CONTAINERD_LDFLAGS = f"-s -w -X github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}"
 _FAKEGPU_LDFLAGS = f"-s -w -X main.version={FAKEGPU_VERSION}"
 _CONTAINERD_PKG = "github.com/containerd/containerd/v2/cmd"
-_FAKEGPU_PKG = "gpu-operator-conformance.local/gobuild/fakegpu/cmd"
+_FAKEGPU_PKG = "gpu-operator-conformance.local/fixtures/fake-gpu/cmd"
 
 BINARIES: tuple[simbin.Binary, ...] = (
     simbin.Binary("kubelet", "k8s.io/kubernetes/cmd/kubelet", "", simbin._K8S_LDFLAGS,
@@ -64,9 +75,9 @@ BINARIES: tuple[simbin.Binary, ...] = (
                   ("--version",), f"containerd/v2 {CONTAINERD_VERSION}"),
     simbin.Binary("containerd-shim-runc-v2", f"{_CONTAINERD_PKG}/containerd-shim-runc-v2", "containerd",
                   _CONTAINERD_LDFLAGS, ("-v",), f"Version:  {CONTAINERD_VERSION}"),
-    simbin.Binary("fake-gpu-device-plugin", f"{_FAKEGPU_PKG}/fake-gpu-device-plugin", "fakegpu", _FAKEGPU_LDFLAGS,
+    simbin.Binary("fake-gpu-device-plugin", f"{_FAKEGPU_PKG}/fake-gpu-device-plugin", _FAKEGPU_SUBDIR, _FAKEGPU_LDFLAGS,
                   ("-version",), f"fake-gpu-device-plugin {FAKEGPU_VERSION}"),
-    simbin.Binary("pause", f"{_FAKEGPU_PKG}/pause", "fakegpu", _FAKEGPU_LDFLAGS,
+    simbin.Binary("pause", f"{_FAKEGPU_PKG}/pause", _FAKEGPU_SUBDIR, _FAKEGPU_LDFLAGS,
                   ("-version",), f"pause {FAKEGPU_VERSION}"),
 )
 BINARY_NAMES = tuple(b.name for b in BINARIES)
@@ -81,7 +92,7 @@ def cache_bin_dir() -> Path:
 
 
 def missing_binaries(bin_dir: Path) -> list[simbin.Binary]:
-    return [b for b in BINARIES if not simbin._answers_version(bin_dir / b.name, b)]
+    return simbin.missing_binaries(bin_dir, BINARIES)
 
 
 def _check_go(go: str) -> None:
@@ -100,17 +111,7 @@ def _check_go(go: str) -> None:
 
 def ensure_binaries() -> Path:
     """A directory with kubelet, containerd, ctr, the shim, the fake device plugin and pause (built if needed)."""
-    bin_dir = cache_bin_dir()
-    if not missing_binaries(bin_dir):
-        return bin_dir
-    go = simbin._go_executable()
-    _check_go(go)
-    gobuild = simbin.gobuild_dir()
-    with simbin._build_lock(bin_dir):
-        missing = missing_binaries(bin_dir)
-        if missing:
-            simbin._build(go, gobuild, missing, bin_dir)
-    return bin_dir
+    return simbin.build_missing(cache_bin_dir(), BINARIES, check_go=_check_go)
 
 
 def _is_static_elf(path: Path) -> bool:
@@ -155,16 +156,15 @@ def host_tools() -> dict[str, Path]:
     return found
 
 
+def _ensure_all() -> Path:
+    bin_dir = ensure_binaries()
+    host_tools()
+    return bin_dir
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     del argv
-    try:
-        bin_dir = ensure_binaries()
-        host_tools()
-    except ConformanceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(bin_dir)
-    return 0
+    return cli_main(_ensure_all)
 
 
 if __name__ == "__main__":

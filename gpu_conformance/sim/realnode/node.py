@@ -13,8 +13,13 @@ Everything runs inside one private mount namespace and one network namespace tha
   nothing can leave the machine; image pulls go to a closed port (certs.d), failing at once;
 * cgroups: the kubelet's cgroupRoot is a directory of its own (/gpu-rn-<id>) in each hierarchy, so
   teardown kills exactly the pods' processes and removes it;
-* the fake GPU: the device plugin (gobuild/fakegpu) advertises nvidia.com/gpu and answers Allocate with
-  CDI names; containerd resolves them with the CDI spec of fakegpu.py (device nodes, env, nvidia-smi).
+* the fake GPU: the stack of fixtures/fake-gpu (sim/fakegpu.py): the device plugin writes the CDI spec and
+  the fake nvidia-smi into the work dir, advertises nvidia.com/gpu and answers Allocate with CDI names, which
+  containerd resolves with that spec (device nodes, env, nvidia-smi); the pause and probe images are the
+  stack's (its Dockerfile's stages, built as OCI archives);
+* the kubelet's API (port 10250 on the node's veth address) authenticates every caller: no anonymous
+  requests; client certificates of the control plane's CA (the API server presents its own for logs/exec)
+  and bearer tokens through TokenReview, each request authorized by SubjectAccessReview (webhook).
 
 Every process started is recorded in <work>/realnode.json (pid + start time) and stopped by PID; the
 namespaces, their mounts and the veth pair vanish with the last process in them.
@@ -28,29 +33,31 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from http.client import HTTPSConnection
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim.controlplane import _last_line
+from gpu_conformance.sim import fakegpu
+from gpu_conformance.sim.controlplane import _last_line, _Proc, spawn_logged
 from gpu_conformance.sim.controlplane import _proc_start_time as _start_time
 from gpu_conformance.sim.realnode import binaries as rnbin
-from gpu_conformance.sim.realnode import fakegpu, oci
 
 # Node and host ends of each node's veth pair live in a /30 of this range; the simulated API server is
 # told not to proxy it (SimCluster no_proxy), and nothing else on the machine is expected to use it.
 REALNODE_CIDR = "10.213.0.0/16"
 POD_CIDR = "10.214.0.0/24"            # inside the node's namespace only
 KUBELET_PORT = 10250                  # inside the node's namespace only
-PAUSE_IMAGE = "realnode.local/pause:1"
-BUSYBOX_IMAGE = "realnode.local/busybox:1"
+PAUSE_IMAGE = fakegpu.PAUSE_IMAGE
+BUSYBOX_IMAGE = fakegpu.BUSYBOX_IMAGE
 STATE_FILE = "realnode.json"
 REAL_NODE_LABEL = "gpu-conformance.sim/real-node"
 # The kubelet sets these on start unless they already hold these values (container_manager_linux.go).
@@ -102,14 +109,6 @@ class ControlPlane:
         pki = sim.state_dir / "pki"
         return cls(api_port=int(sim.ports["apiserver"]), ca_cert=pki / "ca.crt", ca_key=pki / "ca.key",
                    admin_kubeconfig=sim.kubeconfig)
-
-
-@dataclass
-class _Proc:
-    name: str
-    pid: int
-    start_time: int
-    popen: subprocess.Popen[bytes] | None = None
 
 
 def _alive(pid: int, start_time: int) -> bool:
@@ -241,7 +240,6 @@ class RealNode:
             self._mark("containerd")
             self._import_images()
             self._mark("images")
-            fakegpu.write_stack(self.name, self.gpus, self.cdi_dir, self.work / "gpu" / "nvidia-smi")
             self._start_kubelet()
             self.start_device_plugin(self.strategy, wait=None)
             self._wait_node(deadline)
@@ -280,15 +278,7 @@ class RealNode:
     def _spawn(self, name: str, cmd: list[str], in_ns: bool = True, env: dict[str, str] | None = None) -> _Proc:
         if in_ns:
             cmd = ["nsenter", f"--target={self.holder_pid}", "--mount", "--net", "--", *cmd]
-        run_env = {k: v for k, v in os.environ.items()
-                   if k.upper() not in {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG"}}
-        run_env.update(env or {})
-        with open(self.log(name), "ab") as log:
-            log.write(f"# {' '.join(cmd)}\n".encode())
-            log.flush()
-            popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     env=run_env, cwd=self.work, start_new_session=True, close_fds=True)
-        proc = _Proc(name, popen.pid, _start_time(popen.pid) or 0, popen)
+        proc = spawn_logged(name, cmd, self.log(name), self.work, env or {})
         self.procs[name] = proc
         self._save()
         return proc
@@ -353,14 +343,11 @@ class RealNode:
                     (path / knob).write_text((hierarchy / knob).read_text())
 
     def _node_credentials(self) -> None:
-        pki = self.work / "kubelet" / "pki"
-        key, csr, crt = pki / "node.key", pki / "node.csr", pki / "node.crt"
-        for cmd in (["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)],
-                    ["req", "-new", "-key", str(key), "-subj", f"/O=system:nodes/CN=system:node:{self.name}",
-                     "-out", str(csr)],
-                    ["x509", "-req", "-in", str(csr), "-CA", str(self.cp.ca_cert), "-CAkey", str(self.cp.ca_key),
-                     "-CAcreateserial", "-CAserial", str(pki / "ca.srl"), "-days", "30", "-out", str(crt)]):
-            self._host_run("openssl", *cmd)
+        try:
+            crt, key = client_certificate(self.cp, f"/O=system:nodes/CN=system:node:{self.name}",
+                                          self.work / "kubelet" / "pki", "node")
+        except RealNodeError as exc:
+            raise RealNodeError(f"real node {self.name}: {exc}") from None
         kubeconfig = {
             "apiVersion": "v1", "kind": "Config",
             "clusters": [{"name": "sim", "cluster": {"server": f"https://127.0.0.1:{self.cp.api_port}",
@@ -458,22 +445,9 @@ temp = '{w}/containerd/tmp'
         return out.stdout.split()
 
     def _import_images(self) -> None:
-        from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
-
         assert self.bin_dir is not None
-        tools = rnbin.host_tools()
-        applets = subprocess.run([str(tools["busybox"]), "--list"], capture_output=True, text=True,
-                                 check=False).stdout.split()
-        images = [
-            oci.Image(names=(PAUSE_IMAGE,), entries=[oci.Entry("/pause", source=self.bin_dir / "pause")],
-                      entrypoint=("/pause",)),
-            # The probe's default image name too: CUDA base images carry no nvidia-smi either, the
-            # driver's CDI spec mounts it, so a shell is all the probe needs of the image.
-            oci.Image(names=(BUSYBOX_IMAGE, DEFAULT_PROBE_IMAGE),
-                      entries=oci.busybox_entries(tools["busybox"], applets), cmd=("sh",)),
-        ]
-        for i, image in enumerate(images):
-            archive = oci.write_archive(image, self.work / "images" / f"image-{i}.tar")
+        # The sandbox image and the probe's (busybox, also tagged as the suite's default probe image).
+        for archive in fakegpu.write_images(self.work / "images", ("pause", "probe"), bin_dir=self.bin_dir):
             self.ctr("images", "import", "--platform=linux/amd64", str(archive))
 
     def _kubelet_config(self) -> dict[str, Any]:
@@ -486,11 +460,13 @@ temp = '{w}/containerd/tmp'
             "podLogsDir": str(self.work / "var-log" / "pods"),
             "address": self.node_ip, "port": KUBELET_PORT, "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1", "healthzPort": 10248,
-            # The simulated API server has no kubelet client certificate; the kubelet listens only in
-            # the node's namespace (reachable through the veth pair).
-            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False},
+            # As kubeadm sets it up: the port is reachable from the host (veth), so no caller is anonymous;
+            # the API server presents its kubelet client certificate (CA-signed, system:masters), and
+            # every request is authorized by a SubjectAccessReview to the simulated API server.
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True, "cacheTTL": "30s"},
                                "x509": {"clientCAFile": str(self.cp.ca_cert)}},
-            "authorization": {"mode": "AlwaysAllow"},
+            "authorization": {"mode": "Webhook", "webhook": {"cacheAuthorizedTTL": "30s",
+                                                             "cacheUnauthorizedTTL": "5s"}},
             "protectKernelDefaults": False, "makeIPTablesUtilChains": False,
             "resolvConf": "",
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
@@ -524,9 +500,10 @@ temp = '{w}/containerd/tmp'
         self.strategy = strategy
         log = self.log("device-plugin")
         registered_before = _count_lines(log, "registered nvidia.com/gpu")
-        proc = self._spawn("device-plugin", [str(self.bin_dir / "fake-gpu-device-plugin"),
-                                             f"--devices={','.join(fakegpu.uuids(self.name, self.gpus))}",
-                                             f"--cdi-kind={fakegpu.CDI_KIND}", f"--strategy={strategy}"])
+        # It (re)writes the CDI spec, nvidia-smi and the GPU table before it registers.
+        proc = self._spawn("device-plugin", fakegpu.plugin_command(
+            self.bin_dir / "fake-gpu-device-plugin", self.name, self.gpus, self.cdi_dir, self.work / "gpu",
+            strategy=strategy))
         if wait is None:
             return
         # Until the kubelet has the new endpoint, Allocate fails and pods bound here fail admission.
@@ -566,12 +543,28 @@ temp = '{w}/containerd/tmp'
         finally:
             conn.close()
 
+    def kubelet_status(self, path: str, cert: tuple[Path, Path] | None = None, timeout: float = 10.0) -> int:
+        """HTTP status of a GET on the kubelet's API (port 10250 on the veth address), as a client on the host
+        sees it: anonymously, or with a client certificate (cert, key). The kubelet's serving certificate
+        is self-signed, so it is not verified (the API server does not verify it either)."""
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        if cert is not None:
+            ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+        http = HTTPSConnection(self.node_ip, KUBELET_PORT, context=ctx, timeout=timeout)
+        try:
+            http.request("GET", path)
+            return http.getresponse().status
+        finally:
+            http.close()
+
     def get_node(self, conn: Any) -> dict[str, Any] | None:
-        from gpu_conformance.cluster.connect import raw_request
+        from gpu_conformance.cluster.connect import API_ERRORS, raw_request
 
         try:
             return json.loads(raw_request(conn.api, "GET", f"/api/v1/nodes/{self.name}", [], timeout=(5, 10)))
-        except Exception:  # noqa: BLE001 — not registered yet
+        except (*API_ERRORS, ValueError):  # not registered yet (404), or the apiserver not answering yet
             return None
 
     def _label(self, conn: Any) -> None:
@@ -603,6 +596,20 @@ temp = '{w}/containerd/tmp'
             tmp = self.work / f".{STATE_FILE}.tmp"
             tmp.write_text(json.dumps(data, indent=2) + "\n")
             os.replace(tmp, self.work / STATE_FILE)
+
+
+def client_certificate(cp: ControlPlane, subject: str, out_dir: Path, name: str) -> tuple[Path, Path]:
+    """A client certificate (and its key) for `subject` (openssl -subj form) signed by the control plane's CA."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key, csr, crt = out_dir / f"{name}.key", out_dir / f"{name}.csr", out_dir / f"{name}.crt"
+    for cmd in (["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)],
+                ["req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr)],
+                ["x509", "-req", "-in", str(csr), "-CA", str(cp.ca_cert), "-CAkey", str(cp.ca_key),
+                 "-CAcreateserial", "-CAserial", str(out_dir / "ca.srl"), "-days", "30", "-out", str(crt)]):
+        out = subprocess.run(["openssl", *cmd], capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise RealNodeError(f"`openssl {cmd[0]}` for {subject} failed: {(out.stderr or out.stdout).strip()[:300]}")
+    return crt, key
 
 
 # ---------------------------------------------------------------------- teardown (also for `sim down`)
@@ -700,9 +707,10 @@ def _delete_node_object(state: dict[str, Any]) -> None:
     kubeconfig, name = state.get("admin_kubeconfig"), state.get("name")
     if not kubeconfig or not name or not Path(kubeconfig).is_file():
         return
-    from gpu_conformance.cluster.connect import connect, raw_request
+    from gpu_conformance.cluster.connect import API_ERRORS, connect, raw_request
 
-    with contextlib.suppress(Exception):
+    # The control plane may already be gone (its stop came first): then so is the node object.
+    with contextlib.suppress(ConformanceError, *API_ERRORS):
         conn = connect(kubeconfig, None)
         try:
             raw_request(conn.api, "DELETE", f"/api/v1/nodes/{name}", [], timeout=(2, 5))

@@ -22,6 +22,8 @@ MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
 MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 _MTIME = 1767225600  # 2026-01-01: reproducible layers
+# The PATH Docker's official base images (busybox, debian) set; an image from scratch gets it too.
+DEFAULT_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class Image:
     entries: list[Entry] = field(default_factory=list)
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
-    env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
+    env: tuple[str, ...] = DEFAULT_ENV
 
 
 def _layer_tar(entries: Iterable[Entry]) -> bytes:

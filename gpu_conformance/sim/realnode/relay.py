@@ -60,7 +60,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     except (ConnectionError, OSError):
         pass
     finally:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(OSError, RuntimeError):  # RuntimeError: the event loop is already closed
             writer.close()
 
 
