@@ -336,7 +336,12 @@ class SimCluster:
                     # their pods.
                     "--node-monitor-grace-period=3m", "--node-startup-grace-period=3m",
                     # The default 20 requests/s client limit makes a 50-node install wait on pod creation.
-                    "--kube-api-qps=5000", "--kube-api-burst=10000", "--profiling=false"]
+                    "--kube-api-qps=5000", "--kube-api-burst=10000", "--profiling=false",
+                    # With these (beta, on by default) the DaemonSet and ReplicaSet controllers refuse to sync
+                    # while their informer lags what they wrote, and back off exponentially: on a loaded 2-core
+                    # machine a 1,000-node install ended with every DaemonSet's status minutes stale.
+                    "--feature-gates=StaleControllerConsistencyDaemonSet=false,"
+                    "StaleControllerConsistencyReplicaSet=false"]
         if name == "kube-scheduler":
             return [str(bin_dir / "kube-scheduler"), *delegated, *serving,
                     "--leader-elect=false", f"--bind-address={LOOPBACK}",
