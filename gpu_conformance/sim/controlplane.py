@@ -331,17 +331,11 @@ class SimCluster:
                     "--controllers=*,-endpoints-controller,-endpointslice-controller,"
                     "-endpointslice-mirroring-controller",
                     f"--cluster-signing-cert-file={pki.ca_cert}", f"--cluster-signing-key-file={pki.ca_key}",
-                    # kwok heartbeats every 40-80 s without leases (kwok-stages.yaml); a generous grace
-                    # keeps a loaded CI machine from tainting simulated nodes unreachable and evicting
-                    # their pods.
-                    "--node-monitor-grace-period=3m", "--node-startup-grace-period=3m",
+                    # kwok heartbeats every 10-25 s without leases; a generous grace keeps a loaded
+                    # CI machine from tainting simulated nodes unreachable and evicting their pods.
+                    "--node-monitor-grace-period=2m", "--node-startup-grace-period=2m",
                     # The default 20 requests/s client limit makes a 50-node install wait on pod creation.
-                    "--kube-api-qps=5000", "--kube-api-burst=10000", "--profiling=false",
-                    # With these (beta, on by default) the DaemonSet and ReplicaSet controllers refuse to sync
-                    # while their informer lags what they wrote, and back off exponentially: on a loaded 2-core
-                    # machine a 1,000-node install ended with every DaemonSet's status minutes stale.
-                    "--feature-gates=StaleControllerConsistencyDaemonSet=false,"
-                    "StaleControllerConsistencyReplicaSet=false"]
+                    "--kube-api-qps=5000", "--kube-api-burst=10000", "--profiling=false"]
         if name == "kube-scheduler":
             return [str(bin_dir / "kube-scheduler"), *delegated, *serving,
                     "--leader-elect=false", f"--bind-address={LOOPBACK}",
