@@ -11,8 +11,9 @@ PKG = Path(__file__).resolve().parent.parent / "gpu_conformance"
 RELEASED = Path(__file__).parent / "data" / "released-check-ids.txt"
 
 # Product modules that may import the simulated cluster: the target table that boots it, the `sim` CLI
-# commands, the README generator that lists its faults, and gotools (CI build helper sharing its Go cache lock).
-MAY_IMPORT_SIM = {"targets.py", "cli.py", "docs.py", "gotools.py"}
+# commands, the README generator that lists its faults, gotools (CI build helper sharing its Go cache lock),
+# and the benchmark (`python -m gpu_conformance.bench` boots a 1,000-node simulated cluster to measure on).
+MAY_IMPORT_SIM = {"targets.py", "cli.py", "docs.py", "gotools.py", "bench.py"}
 # Checks are pure functions of the snapshot: no API access, no probe, no run, no reports, no simulation.
 CHECKS_MUST_NOT_IMPORT = ("gpu_conformance.cluster.reader", "gpu_conformance.cluster.connect",
                           "gpu_conformance.probe", "gpu_conformance.session", "gpu_conformance.plugin",

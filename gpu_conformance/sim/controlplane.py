@@ -344,7 +344,12 @@ class SimCluster:
             return [str(bin_dir / "kube-controller-manager"), *delegated, *serving,
                     "--leader-elect=false", f"--bind-address={LOOPBACK}", f"--secure-port={ports['kcm']}",
                     f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca_cert}",
-                    "--use-service-account-credentials=false", "--controllers=*",
+                    "--use-service-account-credentials=false",
+                    # Not the Endpoints/EndpointSlice controllers: kwok's pod IPs are loopback, which those
+                    # objects reject, so they only retried failing writes over every operand pod (at 1,000
+                    # nodes a large share of kcm's CPU); nothing in the suite reads endpoints.
+                    "--controllers=*,-endpoints-controller,-endpointslice-controller,"
+                    "-endpointslice-mirroring-controller",
                     f"--cluster-signing-cert-file={pki.ca_cert}", f"--cluster-signing-key-file={pki.ca_key}",
                     # kwok heartbeats every 10-25 s without leases; a generous grace keeps a loaded
                     # CI machine from tainting simulated nodes unreachable and evicting their pods.
@@ -365,7 +370,10 @@ class SimCluster:
                     f"--server-address={LOOPBACK}:{ports['kwok']}", f"--cidr={POD_CIDR}", *serving,
                     # No node leases: a restarted kwok (new identity) would otherwise wait out the
                     # old holder's lease before managing the nodes again.
-                    "--node-lease-duration-seconds=0"]
+                    "--node-lease-duration-seconds=0",
+                    # At INFO kwok logs a line per pod and node patch (tens of thousands on a 1,000-node
+                    # install); warnings and errors are what a failed boot needs.
+                    "--v=WARN"]
         raise ValueError(name)
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
