@@ -8,6 +8,7 @@ import pytest
 
 from gpu_conformance import catalogue
 from gpu_conformance.model import Layer
+from gpu_conformance.session import ConformanceRun
 
 LAYER_MODULE = """
 import pytest
@@ -77,7 +78,11 @@ def pytest_unconfigure(config):
     assert (reports / "conformance.json").is_file()
 
 
-def test_a_run_writes_verdict_and_evidence_to_every_report(pytester: pytest.Pytester) -> None:
+def test_a_run_writes_verdict_and_evidence_to_every_report(pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # The in-process conftest below replaces ConformanceRun.start in this very process: put it back after the
+    # test (left replaced, every later test's run read no cluster: 33 failures in a full run).
+    monkeypatch.setattr(ConformanceRun, "start", ConformanceRun.start)
     # The cluster read is replaced by factory data: the plugin object, the reports and the pytest-html / allure
     # integration (pytest_reporting) run as in a real session.
     pytester.makeconftest("""
