@@ -181,38 +181,15 @@ class StatusWriter:
             return None
         cp = min(cps, key=lambda c: (c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"]))
         dss = self.kube.list("DaemonSet", self.namespace)
+        pods = self.kube.list("Pod", self.namespace)
         revisions = self.kube.list("ControllerRevision", self.namespace)
-        gpu_nodes, nfd_labels = self._node_labels()
+        nodes = self.kube.list("Node")
         state, true_type, reason, message = desired_status(
-            self.namespace, self.operator_version, states_not_ready(dss, self._pods_looked_at(dss), revisions),
-            gpu_nodes, nfd_labels)
+            self.namespace, self.operator_version, states_not_ready(dss, pods, revisions), has_gpu_nodes(nodes),
+            has_nfd_labels(nodes))
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         return {"name": cp["metadata"]["name"], "current": cp.get("status"),
                 "status": apply_status(cp.get("status"), self.namespace, state, true_type, reason, message, now)}
-
-    def _pods_looked_at(self, dss: list[Obj]) -> list[Obj]:
-        """The pods daemonset_ready reads: those matching the template labels of an OnDelete DaemonSet it
-        gets as far as looking into. Selected by the API server: listing every pod was, at 1,000 GPU nodes,
-        ~10,000 objects a round for the ~1,000 of the driver."""
-        pods: list[Obj] = []
-        for ds in dss:
-            st = ds.get("status") or {}
-            if (not st.get("desiredNumberScheduled") or st.get("numberUnavailable")
-                    or (ds["spec"].get("updateStrategy") or {}).get("type") != "OnDelete"):
-                continue
-            labels = ds["spec"]["template"]["metadata"].get("labels") or {}
-            pods += self.kube.list("Pod", self.namespace, label_selector=",".join(f"{k}={v}" for k, v in
-                                                                                 sorted(labels.items())))
-        return pods
-
-    def _node_labels(self) -> tuple[bool, bool]:
-        """(has_gpu_nodes, has_nfd_labels) of the nodes; a GPU node found by label selector settles both
-        (its PCI label is an NFD label) without reading every node."""
-        for key in NFD_PCI_LABELS:
-            if self.kube.list("Node", label_selector=f"{key}=true", limit=1):
-                return True, True
-        nodes = self.kube.list("Node")
-        return has_gpu_nodes(nodes), has_nfd_labels(nodes)
 
     def write(self) -> Obj | None:
         """Recompute and write if it changed; returns the status now in place (None: no ClusterPolicy)."""
@@ -268,7 +245,6 @@ def settle(kube: Any, namespace: str, operator_version: str, timeout: float = 20
 
 # ---- the loop: a separate process, like the operator ------------------------------------------
 LOOP_NAME = "sim-operator-status"
-LOOP_DUTY = 10
 
 
 def start_status_loop(cluster: Any, namespace: str, operator_version: str, period: float = 1.0) -> None:
@@ -297,14 +273,11 @@ def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: flo
     writer = StatusWriter(kube, namespace, operator_version)
     signal.signal(signal.SIGTERM, _on_term)
     while not _STOP:
-        started = time.monotonic()
         # An API hiccup (or a body cut short): the next round retries, like a requeue.
         with contextlib.suppress(*API_ERRORS, ValueError):
             if writer.operator_running():
                 writer.write()
-        # On a big cluster a round takes longer: keep the loop under ~1/LOOP_DUTY of the time, so it does not
-        # take the CPU the API server, kwok and a suite run share (small clusters: every `period` s).
-        time.sleep(max(period, LOOP_DUTY * (time.monotonic() - started)))
+        time.sleep(period)
     return 0
 
 
