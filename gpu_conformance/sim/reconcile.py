@@ -143,10 +143,8 @@ class Kube:
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
         return self.request("GET", self.path(kind, name, namespace))
 
-    def list(self, kind: str, namespace: str | None = None, label_selector: str = "", limit: int = 0) -> list[Obj]:
+    def list(self, kind: str, namespace: str | None = None, label_selector: str = "") -> list[Obj]:
         query = [("labelSelector", label_selector)] if label_selector else []
-        if limit:
-            query.append(("limit", str(limit)))
         return self.request("GET", collection_path(kind, namespace), query=query).get("items") or []
 
     def patch(self, kind: str, name: str, patch: Obj, namespace: str | None = None, status: bool = False) -> Obj:
