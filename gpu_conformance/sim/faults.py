@@ -26,7 +26,7 @@ from gpu_conformance.sim.install import (
     NFD_PCI_LABEL,
     cuda_validator_pod,
 )
-from gpu_conformance.sim.reconcile import Kube, SimInstall
+from gpu_conformance.sim.reconcile import Kube, SimInstall, daemonset_rolled_out
 from gpu_conformance.verdict import CONFORMANT, INCOMPLETE, NOT_CONFORMANT
 
 Obj = dict[str, Any]
@@ -522,6 +522,14 @@ def _cdi_envvar(ctx: FaultContext) -> None:
             env.append({"name": "DEVICE_LIST_STRATEGY", "value": "envvar"})
             c["env"] = env
     ctx.kube.request("PUT", ctx.kube.path("DaemonSet", op.DEVICE_PLUGIN.daemonset, ctx.ns), body=ds)
+    # The plugin runs fine in envvar mode: the fault is in place once the new pods have rolled out. Their
+    # toolkit-validation stage takes operand-loop rounds, and until then the old pods are gone and the node has
+    # no allocatable GPUs (a transient the run must not read).
+    def rolled_out() -> bool:
+        now = ctx.kube.get("DaemonSet", op.DEVICE_PLUGIN.daemonset, ctx.ns)
+        return daemonset_rolled_out(now, (now.get("status") or {}).get("desiredNumberScheduled", 0))
+
+    ctx.wait(rolled_out, "device plugin rolled out in envvar mode", 120)
     ctx.log(PROBE_LOG, "== nvidia-smi -L\nsh: 1: nvidia-smi: not found\nrc=127\n== env\n"
                        "NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000\n== devices\n== cdi\n== end\n")
 
