@@ -79,6 +79,11 @@ BINARIES: tuple[simbin.Binary, ...] = (
                   ("-version",), f"fake-gpu-device-plugin {FAKEGPU_VERSION}"),
     simbin.Binary("pause", f"{_FAKEGPU_PKG}/pause", _FAKEGPU_SUBDIR, _FAKEGPU_LDFLAGS,
                   ("-version",), f"pause {FAKEGPU_VERSION}"),
+    # The kind tier's stand-ins for NVIDIA's runtime (legacy mode) and validator under the real operator.
+    simbin.Binary("fake-nvidia-container-runtime", f"{_FAKEGPU_PKG}/fake-nvidia-container-runtime", _FAKEGPU_SUBDIR,
+                  _FAKEGPU_LDFLAGS, ("--fake-version",), f"fake-nvidia-container-runtime {FAKEGPU_VERSION}"),
+    simbin.Binary("fake-nvidia-validator", f"{_FAKEGPU_PKG}/fake-nvidia-validator", _FAKEGPU_SUBDIR,
+                  _FAKEGPU_LDFLAGS, ("-version",), f"fake-nvidia-validator {FAKEGPU_VERSION}"),
 )
 BINARY_NAMES = tuple(b.name for b in BINARIES)
 

@@ -1,0 +1,128 @@
+"""The kind tier's stand-ins under the real GPU Operator: the NVIDIA runtime (legacy mode) and the validator.
+
+Both are built from fixtures/fake-gpu and run here as binaries on files a node would have: a fake driver
+(GPU table, nvidia-smi) and its CDI spec written by the device plugin's --setup-only, an OCI bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpu_conformance.errors import ConformanceError
+from gpu_conformance.sim import fakegpu
+from gpu_conformance.sim.nvidia_smi import gpu_uuid
+from gpu_conformance.sim.realnode import binaries as rnbin
+
+NODE = "kind-worker"
+
+
+@pytest.fixture(scope="module")
+def bin_dir() -> Path:
+    try:
+        return rnbin.ensure_binaries()
+    except ConformanceError as exc:
+        pytest.skip(f"the fake-GPU binaries cannot be built here: {exc}")
+
+
+@pytest.fixture
+def node(bin_dir: Path, tmp_path: Path) -> Path:
+    """A node's root with the fake driver at /var/lib/fake-gpu and its CDI spec in /var/run/cdi."""
+    root = tmp_path / "node"
+    cmd = fakegpu.plugin_command(bin_dir / "fake-gpu-device-plugin", NODE, 2, root / "var/run/cdi",
+                                 root / "var/lib/fake-gpu", strategy="envvar", host_driver_root="/var/lib/fake-gpu",
+                                 setup_only=True)
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return root
+
+
+def _runtime(bin_dir: Path, node: Path, tmp_path: Path, env: list[str], *args: str) -> tuple[int, str, dict]:
+    bundle = tmp_path / "bundle"
+    bundle.mkdir(exist_ok=True)
+    config = {"process": {"env": ["PATH=/bin", *env]}, "mounts": [{"destination": "/proc", "type": "proc"}],
+              "linux": {"resources": {"devices": [{"allow": False, "access": "rwm"}]}}}
+    (bundle / "config.json").write_text(json.dumps(config))
+    runc = tmp_path / "runc"
+    runc.write_text("#!/bin/sh\necho \"runc $*\"\n")
+    runc.chmod(0o755)
+    proc = subprocess.run([str(bin_dir / "fake-nvidia-container-runtime"), *(a.replace("@B", str(bundle))
+                                                                             for a in args)],
+                          capture_output=True, text=True, check=False,
+                          env={"FAKE_GPU_DRIVER_ROOT": str(node / "var/lib/fake-gpu"),
+                               "FAKE_GPU_CDI_SPEC": str(node / "var/run/cdi" / fakegpu.CDI_SPEC_FILE),
+                               "FAKE_NVIDIA_RUNC": str(runc)})
+    return proc.returncode, proc.stdout + proc.stderr, json.loads((bundle / "config.json").read_text())
+
+
+def test_runtime_injects_the_gpu_named_by_uuid_and_passes_through_to_runc(bin_dir: Path, node: Path,
+                                                                           tmp_path: Path) -> None:
+    uuid = gpu_uuid(NODE, 1)
+    rc, out, config = _runtime(bin_dir, node, tmp_path, [f"NVIDIA_VISIBLE_DEVICES={uuid}"],
+                               "--root", "/r", "create", "--bundle", "@B", "c1")
+    assert rc == 0, out
+    assert out.strip() == f"runc --root /r create --bundle {tmp_path / 'bundle'} c1"
+    assert [d["path"] for d in config["linux"]["devices"]] == ["/dev/nvidiactl", "/dev/nvidia1"]
+    assert {(r.get("major"), r.get("minor")) for r in config["linux"]["resources"]["devices"] if r["allow"]} == \
+        {(195, 255), (195, 1)}
+    assert {m["destination"] for m in config["mounts"]} == {"/proc", "/usr/bin/nvidia-smi", "/etc/fake-gpu/gpus"}
+    # Legacy mode: the variable stays as the device plugin set it (CDI injection would leave 'void').
+    assert f"NVIDIA_VISIBLE_DEVICES={uuid}" in config["process"]["env"]
+
+
+def test_runtime_all_gives_every_gpu_and_void_or_unset_changes_nothing(bin_dir: Path, node: Path,
+                                                                       tmp_path: Path) -> None:
+    _, _, config = _runtime(bin_dir, node, tmp_path, ["NVIDIA_VISIBLE_DEVICES=all"], "create", "-b", "@B", "c")
+    assert [d["path"] for d in config["linux"]["devices"]] == ["/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1"]
+    for env in (["NVIDIA_VISIBLE_DEVICES=void"], []):
+        rc, _, config = _runtime(bin_dir, node, tmp_path, env, "create", "--bundle", "@B", "c")
+        assert rc == 0 and "devices" not in config["linux"] and len(config["mounts"]) == 1
+    # Not a create: nothing is read or changed.
+    rc, out, _ = _runtime(bin_dir, node, tmp_path, ["NVIDIA_VISIBLE_DEVICES=all"], "delete", "c")
+    assert rc == 0 and out.strip() == "runc delete c"
+
+
+def test_runtime_refuses_a_gpu_the_node_does_not_have(bin_dir: Path, node: Path, tmp_path: Path) -> None:
+    rc, out, _ = _runtime(bin_dir, node, tmp_path, ["NVIDIA_VISIBLE_DEVICES=GPU-nope"], "create", "-b", "@B", "c")
+    assert rc == 1 and 'unknown device "GPU-nope"' in out and "runc" not in out.replace("fake-nvidia", "")
+    (node / "var/lib/fake-gpu/gpus").unlink()
+    rc, out, _ = _runtime(bin_dir, node, tmp_path, ["NVIDIA_VISIBLE_DEVICES=0"], "create", "-b", "@B", "c")
+    assert rc == 1 and "no driver on this node" in out
+
+
+def _validator(bin_dir: Path, tmp_path: Path, component: str, host: Path, path: str = "") -> tuple[int, str]:
+    env = {"COMPONENT": component, "WITH_WAIT": "false", "FAKE_GPU_HOST_ROOT": str(host),
+           "FAKE_GPU_VALIDATIONS": str(tmp_path / "validations"),
+           "FAKE_GPU_VALIDATOR_TIMEOUT": "0s", "PATH": path or os.environ["PATH"]}
+    proc = subprocess.run([str(bin_dir / "fake-nvidia-validator")], capture_output=True, text=True, timeout=30,
+                          env=env, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_validator_driver_stage_needs_the_host_driver(bin_dir: Path, node: Path, tmp_path: Path) -> None:
+    rc, out = _validator(bin_dir, tmp_path, "driver", node)
+    assert rc == 0, out
+    ready = (tmp_path / "validations" / "driver-ready").read_text()
+    # What the operator's device-plugin entrypoint sources before it execs the plugin.
+    assert "IS_HOST_DRIVER=true" in ready and f"DRIVER_ROOT_CTR_PATH={node}" in ready
+    assert gpu_uuid(NODE, 0) in out
+    (node / "var/lib/fake-gpu/gpus").unlink()
+    (tmp_path / "validations" / "driver-ready").unlink()
+    rc, out = _validator(bin_dir, tmp_path, "driver", node)
+    assert rc == 1 and "no host driver" in out and not (tmp_path / "validations" / "driver-ready").exists()
+
+
+def test_validator_toolkit_stage_needs_nvidia_smi_injected(bin_dir: Path, node: Path, tmp_path: Path) -> None:
+    smi_dir = tmp_path / "smi"
+    smi_dir.mkdir()
+    (smi_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-x)'\n")
+    (smi_dir / "nvidia-smi").chmod(0o755)
+    rc, out = _validator(bin_dir, tmp_path, "toolkit", node, path=str(smi_dir))
+    assert rc == 0 and (tmp_path / "validations" / "toolkit-ready").exists(), out
+    assert "GPU 0: NVIDIA H100" in out
+    (tmp_path / "validations" / "toolkit-ready").unlink()
+    rc, out = _validator(bin_dir, tmp_path, "toolkit", node, path=str(tmp_path / "empty"))
+    assert rc == 1 and "is the NVIDIA runtime the node's runtime?" in out
