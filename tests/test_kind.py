@@ -94,9 +94,10 @@ def test_nightly_overlay_sets_the_image_and_suspends_the_schedule(tmp_path: Path
 
 
 @pytest.mark.kind
-def test_public_node_image_gets_the_fake_gpu_and_probe_images_loaded(tmp_path: Path) -> None:
-    """With GPU_CONFORMANCE_KIND_IMAGE (kindest/node in a user's CI) our images are not in the node image:
-    the tier loads them as OCI archives with `kind load image-archive`."""
+def test_public_node_image_gets_the_operator_fake_gpu_and_probe_images_loaded(tmp_path: Path) -> None:
+    """The operator's image and its operands' stand-ins are loaded as OCI archives (`kind load image-archive`)
+    under the names the ClusterPolicy gives them; with GPU_CONFORMANCE_KIND_IMAGE (kindest/node in a user's
+    CI) the probe image too, which is not in a public node image."""
     import tarfile
 
     from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
@@ -114,8 +115,15 @@ def test_public_node_image_gets_the_fake_gpu_and_probe_images_loaded(tmp_path: P
 
     c = KindCluster(work=tmp_path)
     c.manager = Manager()  # type: ignore[assignment]
-    c._load_fake_gpu_images(kindbin.ensure_binaries())
-    assert sorted(loaded) == sorted([FAKE_GPU_IMAGE, DEFAULT_PROBE_IMAGE])
+    from gpu_conformance.sim.kind import operator as kindop
+
+    spec = kindop.clusterpolicy()["spec"]
+    operator = [kindop.operator_image(), kindop.image_name(spec["validator"]), kindop.image_name(spec["devicePlugin"])]
+    c._load_images(kindbin.ensure_binaries(), public=True)
+    assert sorted(loaded) == sorted([*operator, FAKE_GPU_IMAGE, DEFAULT_PROBE_IMAGE])
+    loaded.clear()
+    c._load_images(kindbin.ensure_binaries(), public=False)
+    assert sorted(loaded) == sorted(operator)
 
 
 # ------------------------------------------------------------------------------------ the live cluster
@@ -160,8 +168,7 @@ def test_nodes_ready_and_gpu_workers_advertise_fake_gpus(kind_cluster: KindClust
 
 
 def _probe(cluster: KindCluster, node: str) -> ConformanceRun:
-    """The suite's own probe on `node`: no operator reconciles the objects here, so the layer gate would stop
-    at the operator layer before probing; the probe on real containers is what this tier proves."""
+    """The suite's own probe on `node` alone (the whole suite runs in the Job test below)."""
     settings = Settings(kubeconfig=str(cluster.kubeconfig), probe_timeout=120).validate()
     run = ConformanceRun(settings, "current")
     try:
@@ -173,7 +180,7 @@ def _probe(cluster: KindCluster, node: str) -> ConformanceRun:
 
 
 @pytest.mark.kind
-def test_probe_gets_a_fake_gpu_through_cdi_on_a_real_container(kind_cluster: KindCluster) -> None:
+def test_probe_gets_a_fake_gpu_on_a_real_container(kind_cluster: KindCluster) -> None:
     node = kind_cluster.gpu_nodes()[0]
     run = _probe(kind_cluster, node)
     probe_findings = [f for f in run.findings if f.check_id.startswith("PRB-")]
@@ -181,7 +188,11 @@ def test_probe_gets_a_fake_gpu_through_cdi_on_a_real_container(kind_cluster: Kin
     assert {k: by_id[k].status for k in ("PRB-001", "PRB-002", "PRB-003", "PRB-004")} == \
         dict.fromkeys(("PRB-001", "PRB-002", "PRB-003", "PRB-004"), Status.PASS), \
         {k: f.message for k, f in by_id.items()}
-    # The UUID comes from the fake nvidia-smi the CDI spec mounted, i.e. from the node the pod ran on (the
+    # Operator v25.3.4 with cdi.enabled=false (its default): the device plugin sets NVIDIA_VISIBLE_DEVICES and
+    # the node's default runtime (nvidia, legacy mode) injects the GPU; no runtimeClassName on the probe.
+    assert "injected by the nvidia runtime (NVIDIA_VISIBLE_DEVICES=GPU-" in by_id["PRB-004"].message, \
+        by_id["PRB-004"].message
+    # The UUID comes from the fake nvidia-smi the runtime mounted, i.e. from the node the pod ran on (the
     # message shortens it to its tail).
     text = " ".join(f.message for f in probe_findings)
     assert any(gpu_uuid(node, i)[-12:] in text for i in range(kind_cluster.gpus)), text
@@ -218,6 +229,11 @@ def test_suite_image_as_a_job_equals_a_run_from_outside(kind_cluster: KindCluste
     assert inside == outside.returncode, outside.stdout[-2000:]
     assert inside not in (3, 4), "the suite could not run (usage or internal error)"
     assert _summary(tmp_path / "inside") == _summary(tmp_path / "outside")
+    # The real operator reconciled every layer and the probe got a GPU on each worker: the whole suite passes.
+    summary = _summary(tmp_path / "outside")
+    assert outside.returncode == 0, (summary["verdict"], [f for f in summary["findings"] if f[2] == "fail"])
+    probed = {node for check, node, status in summary["findings"] if check == "PRB-003" and status == "pass"}
+    assert probed == set(kind_cluster.gpu_nodes())
 
 
 @pytest.mark.kind
@@ -239,8 +255,8 @@ def test_nightly_cronjob_reports_a_fault_between_two_nights_as_a_regression(kind
     on the report volume as --baseline) and every GPU node's root cause moves; `report history` over the nights
     copied out of the volume shows both and the second as a regression.
 
-    The fault is cluster-wide: no operator runs here (its image cannot be pulled), so the operator layer is the
-    cluster blocker on both nights and every later layer is blocked; a node-layer fault would not show.
+    The real operator runs here, so night 1 passes; deleting the ClusterPolicy makes it withdraw its operands,
+    and night 2 names the operator layer (OPR-002) as every GPU node's new root cause.
     """
     from gpu_conformance.report.diff import diff_runs
     from gpu_conformance.report.history import build_history, load_nights
@@ -250,14 +266,16 @@ def test_nightly_cronjob_reports_a_fault_between_two_nights_as_a_regression(kind
     nightly = KindNightly(kind_cluster, suite_image).install()
     try:
         first = nightly.run("night-1")
-        assert first.exit_code in (0, 1), first.log[-3000:]
+        assert first.exit_code == 0, first.log[-3000:]
         assert "no earlier night to compare with" in first.log
         kind_cluster.kubectl("delete", "clusterpolicies.nvidia.com", "--all", "--wait")
         second = nightly.run("night-2")
         out = nightly.copy_reports(tmp_path / "reports")
     finally:
-        # The operator objects as the tier installed them (server-side apply recreates the ClusterPolicy).
+        # The operator objects as the tier installed them (server-side apply recreates the ClusterPolicy),
+        # and the operands back before the next test.
         kind_cluster._install_operator_objects()
+        kind_cluster._wait_operator()
         nightly.uninstall()
 
     night1, night2 = sorted(p for p in out.iterdir() if p.is_dir())
@@ -331,3 +349,19 @@ def test_kubelet_sysctls_are_put_back(tmp_path: Path, monkeypatch: pytest.Monkey
     (fake / "vm" / "overcommit_memory").write_text("1\n")  # what the kubelet does
     kc.restore_sysctls(saved)
     assert (fake / "vm" / "overcommit_memory").read_text().strip() == "0"
+
+
+def test_a_second_kind_tier_is_refused_while_one_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpu_conformance.sim.kind import cluster as kc
+
+    monkeypatch.setattr(kc, "tier_root", lambda: tmp_path)
+    first = kc._tier_lock()
+    try:
+        second = KindCluster(work=tmp_path / "w")
+        monkeypatch.setattr(second, "_start", lambda: pytest.fail("the second tier started"))
+        with pytest.raises(kc.KindError, match=rf"another kind tier is running on this machine \(pid {os.getpid()}"):
+            second.start()
+    finally:
+        first.close()
+    # Released: the next tier may start.
+    kc._tier_lock().close()

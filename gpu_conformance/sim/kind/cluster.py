@@ -1,4 +1,4 @@
-"""The kind tier's cluster: kind through pytest-kubernetes, a bridge CNI, and the fake-GPU stack on the workers.
+"""The kind tier's cluster: kind through pytest-kubernetes, a bridge CNI, and the real GPU Operator on fake GPUs.
 
 Lifecycle (KindCluster.start / stop):
 1. Docker: the user's (DOCKER_HOST set, as in GitHub Actions) or a dockerd of our own (docker.py);
@@ -8,14 +8,18 @@ Lifecycle (KindCluster.start / stop):
    `kind` and `kubectl` on PATH and inherits the process environment, so both are set for the cluster's lifetime);
 4. networking: disableDefaultCNI, then per node a bridge CNI config for its podCIDR (Debian's plugins, in the node
    image) and routes to the other nodes' pod subnets over the kind network: what kindnetd does, minus its image;
-5. the fake-GPU stack (fixtures/fake-gpu/daemonset.yaml + its ConfigMap: GPUs per node, GPU name), then the GPU
-   nodes advertise nvidia.com/gpu and hand out CDI devices.
+5. the GPU workers as with a preinstalled driver and toolkit: the fake driver and its CDI spec written on each
+   (the fake plugin's --setup-only, mounted into the node), containerd's default runtime the fake NVIDIA runtime
+   (kind/cluster.yaml), NFD's PCI label;
+6. the real GPU Operator v25.3.4 with its operand images' stand-ins (operator.py): it deploys the validator and
+   the device plugin, and the workers advertise nvidia.com/gpu; the tier waits for the ClusterPolicy's Ready.
 stop deletes the cluster (kind removes its containers) and stops our dockerd by PID.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -24,18 +28,18 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim import fakegpu, install
+from gpu_conformance.sim import fakegpu, operator_module
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
+from gpu_conformance.sim.kind import operator as kindop
 from gpu_conformance.sim.kind.docker import Dockerd, tier_root, unavailable_reason
-from gpu_conformance.sim.profiles import get_profile
 from gpu_conformance.sim.realnode import binaries as rnbin
 
 KIND_DIR = Path(__file__).resolve().parents[3] / "kind"
@@ -44,6 +48,9 @@ IMAGE_ENV = "GPU_CONFORMANCE_KIND_IMAGE"
 GPU_LABEL = "gpu-conformance.kind/fake-gpu"
 GPUS_PER_NODE = 2
 CNI_CONFIG = "/etc/cni/net.d/10-gpu-conformance-bridge.conflist"
+# Fake-GPU binaries mounted into every node: built file -> path on the node.
+NODE_BINARIES = {"fake-nvidia-container-runtime": "/usr/local/bin/nvidia-container-runtime",
+                 "fake-gpu-device-plugin": "/usr/local/bin/fake-gpu-device-plugin"}
 
 
 class KindError(ConformanceError):
@@ -79,6 +86,7 @@ class KindCluster:
     image: str = ""
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _saved_sysctls: dict[str, str] = field(default_factory=dict)
+    _lock: TextIO | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -88,6 +96,7 @@ class KindCluster:
         # A kind node is privileged and shares the host's /proc/sys: its kubelet sets these kernel tunables on
         # the host (protectKernelDefaults false). Recorded here and put back in stop().
         self._saved_sysctls = read_sysctls()
+        self._lock = _tier_lock()
         try:
             self._start()
         except BaseException:
@@ -106,7 +115,7 @@ class KindCluster:
             if leftovers:
                 self.docker.docker("rm", "-f", *leftovers)
         self.image = os.environ.get(IMAGE_ENV) or nodeimage.ensure_node_image(self.docker, dirs)
-        config = self._write_config()
+        config = self._write_config(dirs.realnode)
         # pytest-kubernetes runs `kind`/`kubectl` from PATH with this process's environment.
         self._set_env({"DOCKER_HOST": self.docker.host,
                        "PATH": f"{dirs.kind}:{dirs.sim}:{os.environ.get('PATH', '')}"})
@@ -119,26 +128,30 @@ class KindCluster:
             raise KindError(f"kind create cluster failed: {_tail(exc.stderr)}") from None
         except RuntimeError as exc:
             raise KindError(f"kind create cluster: {exc}") from None
-        if os.environ.get(IMAGE_ENV):
-            self._load_fake_gpu_images(dirs)
         self._setup_cni()
-        self._install_fake_gpu()
+        self._install_host_driver()
+        self._load_images(dirs, public=bool(os.environ.get(IMAGE_ENV)))
         self._install_operator_objects()
         self._wait_gpus()
+        self._wait_operator()
         print(f"kind cluster {CLUSTER_NAME} ready in {time.monotonic() - started:.0f} s", flush=True)
 
-    def _load_fake_gpu_images(self, dirs: kindbin.BinDirs) -> None:
-        """A public node image lacks our fake-GPU plugin and probe images: load them (OCI archives) into the nodes."""
+    def _load_images(self, dirs: kindbin.BinDirs, public: bool) -> None:
+        """The operator's image and its operands' stand-ins into the nodes (OCI archives built here); with a
+        public node image also the probe image, which our own node image already holds."""
         assert self.manager is not None
-        with tempfile.TemporaryDirectory(prefix="fake-gpu-images-") as tmp:
-            busybox = rnbin.host_tools()["busybox"]
-            for tar in nodeimage._write(nodeimage.fake_gpu_images(dirs, busybox), Path(tmp)):
+        busybox = rnbin.host_tools()["busybox"]
+        wanted = kindop.images(dirs.realnode, busybox)
+        if public:
+            wanted += nodeimage.fake_gpu_images(dirs, busybox)
+        with tempfile.TemporaryDirectory(prefix="kind-images-") as tmp:
+            for tar in nodeimage._write(wanted, Path(tmp)):
                 try:
                     self.manager._exec(["load", "image-archive", str(tar), "--name", CLUSTER_NAME])
                 except subprocess.CalledProcessError as exc:
                     raise KindError(f"kind load image-archive {tar.name} failed: {_tail(exc.stderr)}") from None
 
-    def _write_config(self) -> Path:
+    def _write_config(self, realnode_bin: Path | None = None) -> Path:
         config = yaml.safe_load((KIND_DIR / "cluster.yaml").read_text())
         config["name"] = CLUSTER_NAME
         workers = [n for n in config["nodes"] if n["role"] == "worker"]
@@ -146,6 +159,11 @@ class KindCluster:
             [dict(workers[i % len(workers)]) for i in range(self.workers)]
         for node in config["nodes"]:
             node["image"] = self.image
+            if realnode_bin is not None:
+                # The NVIDIA runtime containerd runs (cluster.yaml's containerdConfigPatches) and the fake
+                # driver's installer, from the fake-GPU build: on every node, since the runtime is the default.
+                node["extraMounts"] = [{"hostPath": str(realnode_bin / src), "containerPath": dst, "readOnly": True}
+                                       for src, dst in NODE_BINARIES.items()]
         self.work.mkdir(parents=True, exist_ok=True)
         path = self.work / "kind-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -197,32 +215,26 @@ class KindCluster:
     def gpu_nodes(self) -> list[str]:
         return [n["metadata"]["name"] for n in self.nodes() if n["metadata"]["labels"].get(GPU_LABEL) == "true"]
 
-    def _install_fake_gpu(self) -> None:
-        # The plugin derives each node's GPU UUIDs from its node name, as the simulated nodes' are derived.
-        data = {"FAKE_GPU_COUNT": str(self.gpus), "FAKE_GPU_NAME": fakegpu.gpu_name(fakegpu.default_product())}
-        manifests = (fakegpu.fixture_dir() / "daemonset.yaml").read_text()
-        self.kubectl("apply", "-f", "-", input=manifests.split("\n---\n", 1)[0])   # the namespace first
-        cm = {"apiVersion": "v1", "kind": "ConfigMap",
-              "metadata": {"name": "fake-gpu-config", "namespace": "fake-gpu"}, "data": data}
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(cm))
-        self.kubectl("apply", "-f", "-", input=manifests)
+    def _install_host_driver(self) -> None:
+        """What a GPU node has before the operator comes: the (fake) driver and its CDI spec, written by the
+        device plugin's --setup-only on the node itself, and NFD's PCI label (NFD itself is not deployed)."""
+        assert self.docker is not None
+        product = fakegpu.default_product()
+        for node in self.gpu_nodes():
+            cmd = fakegpu.plugin_command(Path(NODE_BINARIES["fake-gpu-device-plugin"]), node, self.gpus,
+                                         kindop.CDI_DIR, kindop.DRIVER_ROOT, strategy="envvar", product=product,
+                                         setup_only=True)
+            self.docker.docker("exec", node, *cmd)
+            self.kubectl("label", "node", node, f"{kindop.NFD_PCI_LABEL}=true", "--overwrite")
 
     def _install_operator_objects(self) -> None:
-        """The GPU Operator's objects as the simulated operator's install model renders them (sim/install.py).
-
-        Only the objects: no operator process reconciles them, and the operator's and NFD's images cannot be
-        pulled here, so their pods wait in ErrImagePull and the suite names the operator layer as the root cause;
-        the probe (which the tests call directly) runs on the fake GPUs regardless.
-        """
-        nodes = self.nodes()
-        gpu = [n["metadata"]["name"] for n in nodes if n["metadata"]["labels"].get(GPU_LABEL) == "true"]
-        cpu = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] not in gpu]
-        m = install.build(get_profile("default"), gpu_nodes=gpu, cpu_nodes=cpu)
-        self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(m.crds))
+        """The operator's CRDs (from its module), its Deployment and the ClusterPolicy (kind/operator.py)."""
+        crds = [yaml.safe_load(p.read_text()) for p in operator_module.crd_files()]
+        self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(crds))
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     *[f"crd/{c['metadata']['name']}" for c in m.crds])
-        rest = [m.namespace_object, m.clusterpolicy, *m.helm_objects, *m.operand_objects]
-        self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rest))
+                     *[f"crd/{c['metadata']['name']}" for c in crds])
+        self.kubectl("apply", "--server-side", "-f", "-",
+                     input=yaml.safe_dump_all([*kindop.objects(), kindop.clusterpolicy()]))
 
     def _wait_gpus(self, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
@@ -233,10 +245,25 @@ class KindCluster:
             if want <= ready:
                 return
             if time.monotonic() > deadline:
-                pods = self.kubectl("get", "pods", "-n", "fake-gpu", "-o", "wide")
+                pods = self.kubectl("get", "pods", "-n", kindop.NAMESPACE, "-o", "wide")
                 raise KindError(f"nodes {sorted(want - ready)} advertise no nvidia.com/gpu after {timeout:.0f} s:\n"
                                 f"{pods}")
             time.sleep(2)
+
+    def _wait_operator(self, timeout: float = 300.0) -> None:
+        """Until the ClusterPolicy is ready (state ready and condition Ready=True), as an install would wait."""
+        deadline = time.monotonic() + timeout
+        while True:
+            cps = json.loads(self.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"]
+            status = cps[0].get("status", {}) if cps else {}
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
+            if status.get("state") == "ready" and ready:
+                return
+            if time.monotonic() > deadline:
+                pods = self.kubectl("get", "pods", "-n", kindop.NAMESPACE, "-o", "wide")
+                raise KindError(f"the ClusterPolicy is not ready after {timeout:.0f} s (state "
+                                f"{status.get('state')!r}):\n{pods}")
+            time.sleep(3)
 
     def load_image(self, tag: str) -> None:
         """An image of our Docker into every node (pytest-kubernetes' load_image: `kind load docker-image`)."""
@@ -292,6 +319,30 @@ class KindCluster:
         self._restore_env()
         restore_sysctls(self._saved_sysctls)
         shutil.rmtree(self.work, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()   # closing the file releases the lock
+            self._lock = None
+
+
+def _tier_lock() -> TextIO:
+    """One kind tier per machine: two would share the Docker data root and the cluster name, and the second
+    one's clean-up would remove the first one's nodes. The lock is held until stop() (or the process ends)."""
+    path = tier_root() / "tier.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")  # noqa: SIM115 - held for the cluster's lifetime, closed in stop()
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise KindError(f"another kind tier is running on this machine (pid {holder}, lock {path}); "
+                        "run one at a time") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
 
 
 # The tunables a kubelet writes on start (pkg/kubelet/cm/container_manager_linux.go setupKernelTunables).

@@ -19,6 +19,9 @@ from gpu_conformance.sim.kind import nodeimage
 from gpu_conformance.sim.kind.docker import Dockerd
 
 BASE_PACKAGES = ("python3", "python3-venv", "passwd")
+CONTEXT_FILES = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "rbac.yaml")
+CONTEXT_DIRS = ("gpu_conformance", "tests_conformance")
+INPUTS_LABEL = "gpu-conformance.inputs"
 BASE_REPO = "gpu-conformance.local/python"
 IMAGE = "gpu-conformance.local/suite:dev"
 
@@ -44,27 +47,53 @@ def ensure_base(docker: Dockerd, log: Path) -> str:
     return tag
 
 
+def _context_files(repo: Path) -> list[Path]:
+    files = [repo / n for n in CONTEXT_FILES if (repo / n).is_file()]
+    for d in CONTEXT_DIRS:
+        files += sorted(p for p in (repo / d).rglob("*")
+                        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    return files
+
+
+def inputs_key(repo: Path, base: str) -> str:
+    """A hash of everything the build copies (and the base): an image with this key needs no rebuild.
+
+    The dependencies' wheels come from pyproject.toml's ranges, so a new release on PyPI is picked up only
+    when one of these files changes.
+    """
+    parts: list[bytes | str] = [base]
+    for p in _context_files(repo):
+        parts += [str(p.relative_to(repo)), p.read_bytes()]
+    return nodeimage._digest(parts)
+
+
 def build(docker: Dockerd, tag: str = IMAGE) -> str:
-    """Build the repository's Dockerfile offline into `docker` as `tag`; returns the tag."""
+    """Build the repository's Dockerfile offline into `docker` as `tag` unless `tag` already holds the same
+    inputs (INPUTS_LABEL); returns the tag."""
     log = nodeimage.cache_root() / "suite-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     base = ensure_base(docker, log)
     repo = simbin.repo_root()
+    key = inputs_key(repo, base)
+    have = docker.docker("image", "inspect", "-f", f'{{{{ index .Config.Labels "{INPUTS_LABEL}" }}}}', tag,
+                         check=False)
+    if have.returncode == 0 and have.stdout.decode().strip() == key:
+        return tag
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="suite-ctx-") as tmp:
         ctx = Path(tmp)
-        for name in ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "rbac.yaml"):
-            if (repo / name).exists():
-                shutil.copy2(repo / name, ctx / name)
-        for d in ("gpu_conformance", "tests_conformance"):
-            shutil.copytree(repo / d, ctx / d, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for src in _context_files(repo):
+            dst = ctx / src.relative_to(repo)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
         # Our wheel and every dependency's, from the host's pip (PyPI or its cache): the build has no network.
         nodeimage._run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
                         "-w", str(ctx / ".wheels"), str(ctx)], log)
         env = {**docker.env(), "DOCKER_BUILDKIT": "0"}
         with open(log, "a") as f:
             proc = subprocess.run(["docker", "build", "--network", "none", "--build-arg", f"BASE={base}",
-                                   "-t", tag, str(ctx)], env=env, stdout=f, stderr=subprocess.STDOUT, check=False)
+                                   "--label", f"{INPUTS_LABEL}={key}", "-t", tag, str(ctx)],
+                                  env=env, stdout=f, stderr=subprocess.STDOUT, check=False)
         if proc.returncode != 0:
             raise SuiteImageError(f"docker build of the suite image failed (exit {proc.returncode}); see {log}")
     if not docker.external:

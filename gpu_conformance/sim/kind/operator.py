@@ -1,0 +1,122 @@
+"""The real NVIDIA GPU Operator (v25.3.4, the binary of sim/operator_module.py) reconciling the kind cluster.
+
+No registry is reachable, so every image the operator's objects name is built here as an OCI archive and
+loaded into the nodes (`kind load image-archive`) under the name the ClusterPolicy gives it:
+
+* the operator: its unmodified static binary, with its assets and manifests at /opt/gpu-operator as in
+  NVIDIA's image;
+* the validator and the device plugin: stand-ins from fixtures/fake-gpu (fake-nvidia-validator as
+  nvidia-validator, the fake plugin as nvidia-device-plugin) on busybox, for the shells the operator's
+  manifests run.
+
+The nodes are set up the way a cluster with the driver and the container toolkit preinstalled is (the
+operator's `driver.enabled=false`, `toolkit.enabled=false`): the fake driver (GPU table, nvidia-smi) and its
+CDI spec on each GPU node, and containerd's default runtime `nvidia` (the fake legacy-mode runtime, see
+kind/cluster.yaml). NFD is not deployed (`nfd.enabled=false`: its image cannot be built here); the tier
+labels the GPU nodes with NFD's PCI label as NFD would. GFD, DCGM exporter and the MIG manager are switched
+off (no stand-ins for them yet). Everything else (which DaemonSets exist, their pods, init containers,
+RuntimeClass, node labels, ClusterPolicy status) is the operator's own doing.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from gpu_conformance.sim import fakegpu, install, operator_module
+from gpu_conformance.sim.chart import clusterpolicy_from_module
+from gpu_conformance.sim.fakegpu import busybox_applets
+from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.realnode import oci
+
+Obj = dict[str, Any]
+NAMESPACE = "gpu-operator"
+NFD_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+# What an admin passes to `helm install` for nodes with the driver and toolkit preinstalled, minus the
+# operands we have no stand-in for. Keys are ClusterPolicy spec paths.
+SPEC_OVERRIDES: dict[str, Any] = {
+    "driver.enabled": False, "toolkit.enabled": False, "gfd.enabled": False, "dcgmExporter.enabled": False,
+    "migManager.enabled": False, "nodeStatusExporter.enabled": False,
+}
+# Where the fake driver sits on a node (fixtures/fake-gpu: the plugin's --driver-root default).
+DRIVER_ROOT = "/var/lib/fake-gpu"
+CDI_DIR = "/var/run/cdi"
+
+
+def clusterpolicy() -> Obj:
+    """The ClusterPolicy the operator's chart renders for its release, with SPEC_OVERRIDES applied."""
+    cp = _without_nulls(copy.deepcopy(clusterpolicy_from_module(operator_module.OPERATOR_VERSION)))
+    for path, value in SPEC_OVERRIDES.items():
+        node = cp["spec"]
+        *parents, leaf = path.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return cp
+
+
+def _without_nulls(obj: Any) -> Any:
+    # The chart prints a block whose contents are all empty as a bare key (`plugin:` when validator.plugin.env
+    # is []), i.e. null; the API server refuses null where the CRD says object ("must be of type object").
+    if isinstance(obj, dict):
+        return {k: _without_nulls(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, list):
+        return [_without_nulls(v) for v in obj]
+    return obj
+
+
+def image_name(component: Obj) -> str:
+    return f"{component['repository']}/{component['image']}:{component['version']}"
+
+
+def operator_image() -> str:
+    return install.images(get_profile("v25.3")).operator
+
+
+def _busybox(busybox: Path) -> list[oci.Entry]:
+    return oci.busybox_entries(busybox, busybox_applets(busybox))
+
+
+def images(realnode_bin: Path, busybox: Path, cp: Obj | None = None) -> list[oci.Image]:
+    """The operator's image and the operand stand-ins, named as `cp` (default: clusterpolicy()) names them."""
+    spec = (cp or clusterpolicy())["spec"]
+    module = operator_module.module_dir()
+    opt = [oci.Entry(f"/opt/gpu-operator/{p.relative_to(module / 'assets')}", source=p, mode=0o644)
+           for p in sorted((module / "assets").rglob("*")) if p.is_file()]
+    opt += [oci.Entry(f"/opt/gpu-operator/manifests/{p.relative_to(module / 'manifests')}", source=p, mode=0o644)
+            for p in sorted((module / "manifests").rglob("*")) if p.is_file()]
+    operator = oci.Image((operator_image(),), [*_busybox(busybox),
+                                               oci.Entry("/usr/bin/gpu-operator",
+                                                         source=operator_module.ensure_binary()), *opt])
+    validator = oci.Image((image_name(spec["validator"]),), [
+        *_busybox(busybox), oci.Entry("/usr/bin/nvidia-validator", source=realnode_bin / "fake-nvidia-validator")])
+    plugin = oci.Image((image_name(spec["devicePlugin"]),), [
+        *_busybox(busybox),
+        oci.Entry("/usr/local/bin/fake-gpu-device-plugin", source=realnode_bin / "fake-gpu-device-plugin"),
+        # The operator's entrypoint runs `/bin/bash -c /bin/entrypoint.sh`, which execs nvidia-device-plugin.
+        oci.Entry("/usr/bin/nvidia-device-plugin", link="/usr/local/bin/fake-gpu-device-plugin"),
+        oci.Entry("/bin/bash", source=fakegpu.fixture_dir() / "bash")])
+    return [operator, validator, plugin]
+
+
+def objects() -> list[Obj]:
+    """Namespace, the operator's ServiceAccount and binding, its Deployment: what Helm would create.
+
+    RBAC is simplified to cluster-admin (the chart's roles are narrower); the Deployment is the chart's (our
+    install model) with the node's /etc/os-release mounted at /host-etc, which v25.3.4 reads at start.
+    """
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "gpu-operator", "namespace": NAMESPACE}}
+    crb = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+           "metadata": {"name": "gpu-operator-conformance-kind"},
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+           "subjects": [{"kind": "ServiceAccount", "name": "gpu-operator", "namespace": NAMESPACE}]}
+    dep = install.operator_deployment(get_profile("v25.3"), NAMESPACE)
+    pod = dep["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "host-os-release", "hostPath": {"path": "/etc/os-release"}}]
+    container = pod["containers"][0]
+    container["image"] = operator_image()
+    container["volumeMounts"] = [{"name": "host-os-release", "mountPath": "/host-etc/os-release",
+                                  "readOnly": True}]
+    return [ns, sa, crb, dep]
