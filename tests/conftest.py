@@ -63,3 +63,15 @@ def _kind_setup() -> None:
         _binaries["kind"] = unsupported_reason()
     if _binaries["kind"]:
         pytest.skip(f"kind tier cannot run here: {_binaries['kind']}")
+
+
+@pytest.fixture(scope="session")
+def fake_gpu_bins() -> Path:
+    """The real-node build's directory (kubelet, containerd and the fake-GPU binaries), built once if needed."""
+    from gpu_conformance.errors import ConformanceError
+    from gpu_conformance.sim.realnode import binaries as rnbin
+
+    try:
+        return rnbin.ensure_binaries()
+    except ConformanceError as exc:
+        pytest.skip(f"the fake-GPU binaries cannot be built here: {exc}")

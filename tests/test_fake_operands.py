@@ -13,20 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
-from gpu_conformance.sim.realnode import binaries as rnbin
 
 NODE = "kind-worker"
 
 
 @pytest.fixture(scope="module")
-def bin_dir() -> Path:
-    try:
-        return rnbin.ensure_binaries()
-    except ConformanceError as exc:
-        pytest.skip(f"the fake-GPU binaries cannot be built here: {exc}")
+def bin_dir(fake_gpu_bins: Path) -> Path:
+    return fake_gpu_bins
 
 
 @pytest.fixture

@@ -19,11 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpu_conformance.errors import ConformanceError
 from gpu_conformance.probe_output import parse_probe_output
 from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
-from gpu_conformance.sim.realnode import binaries as rnbin
 from gpu_conformance.sim.realnode import oci
 
 SMI = fakegpu.FIXTURE_DIR / "nvidia-smi"
@@ -31,11 +29,8 @@ DOCKERFILE = fakegpu.FIXTURE_DIR / "Dockerfile"
 
 
 @pytest.fixture(scope="module")
-def bin_dir() -> Path:
-    try:
-        return rnbin.ensure_binaries()
-    except ConformanceError as exc:
-        pytest.skip(f"the fake device plugin cannot be built here: {exc}")
+def bin_dir(fake_gpu_bins: Path) -> Path:
+    return fake_gpu_bins
 
 
 def _setup(bin_dir: Path, tmp_path: Path, node: str = "gpu-node-7", count: int = 3, **kw: object) -> dict:

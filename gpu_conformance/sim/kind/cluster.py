@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -236,34 +237,36 @@ class KindCluster:
         self.kubectl("apply", "--server-side", "-f", "-",
                      input=yaml.safe_dump_all([*kindop.objects(), kindop.clusterpolicy()]))
 
-    def _wait_gpus(self, timeout: float = 180.0) -> None:
+    def _until(self, missing: Callable[[], str | None], timeout: float, interval: float) -> None:
+        """Poll `missing` (None when done, else what is still missing); on timeout one error with the operator
+        namespace's pods, where the reason usually shows."""
         deadline = time.monotonic() + timeout
-        want = set(self.gpu_nodes())
-        while True:
-            ready = {n["metadata"]["name"] for n in self.nodes()
-                     if n["status"].get("allocatable", {}).get("nvidia.com/gpu") == str(self.gpus)}
-            if want <= ready:
-                return
+        while (what := missing()) is not None:
             if time.monotonic() > deadline:
                 pods = self.kubectl("get", "pods", "-n", kindop.NAMESPACE, "-o", "wide")
-                raise KindError(f"nodes {sorted(want - ready)} advertise no nvidia.com/gpu after {timeout:.0f} s:\n"
-                                f"{pods}")
-            time.sleep(2)
+                raise KindError(f"{what} after {timeout:.0f} s:\n{pods}")
+            time.sleep(interval)
+
+    def _wait_gpus(self, timeout: float = 180.0) -> None:
+        want = set(self.gpu_nodes())
+
+        def missing() -> str | None:
+            ready = {n["metadata"]["name"] for n in self.nodes()
+                     if n["status"].get("allocatable", {}).get("nvidia.com/gpu") == str(self.gpus)}
+            return f"nodes {sorted(want - ready)} advertise no nvidia.com/gpu" if want - ready else None
+
+        self._until(missing, timeout, 2)
 
     def _wait_operator(self, timeout: float = 300.0) -> None:
         """Until the ClusterPolicy is ready (state ready and condition Ready=True), as an install would wait."""
-        deadline = time.monotonic() + timeout
-        while True:
+        def missing() -> str | None:
             cps = json.loads(self.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"]
             status = cps[0].get("status", {}) if cps else {}
             ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
-            if status.get("state") == "ready" and ready:
-                return
-            if time.monotonic() > deadline:
-                pods = self.kubectl("get", "pods", "-n", kindop.NAMESPACE, "-o", "wide")
-                raise KindError(f"the ClusterPolicy is not ready after {timeout:.0f} s (state "
-                                f"{status.get('state')!r}):\n{pods}")
-            time.sleep(3)
+            ok = status.get("state") == "ready" and ready
+            return None if ok else f"the ClusterPolicy is not ready (state {status.get('state')!r})"
+
+        self._until(missing, timeout, 3)
 
     def load_image(self, tag: str) -> None:
         """An image of our Docker into every node (pytest-kubernetes' load_image: `kind load docker-image`)."""
