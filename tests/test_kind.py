@@ -23,7 +23,9 @@ import yaml
 from gpu_conformance.model import Status
 from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import Settings
+from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.kind import docker as kdocker
+from gpu_conformance.sim.kind import operator as kindop
 from gpu_conformance.sim.kind import suiteimage
 from gpu_conformance.sim.kind.cluster import CLUSTER_NAME, GPU_LABEL, KindCluster, read_sysctls
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
@@ -208,6 +210,63 @@ def _summary(report_dir: Path) -> dict[str, Any]:
             "probed": sorted(p["node"] for p in data["probe"]["pods"] if p["phase"] == "Succeeded")}
 
 
+def _suite_outside(cluster: KindCluster, report_dir: Path) -> tuple[int, dict[str, Any]]:
+    """`pytest --cluster=current` from this machine with the kind kubeconfig, as an admin runs it."""
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--cluster=current",
+                           f"--kubeconfig={cluster.kubeconfig}", f"--report-dir={report_dir}", "tests_conformance"],
+                          cwd=repo, capture_output=True, text=True, check=False)
+    assert (report_dir / "conformance.json").exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.returncode, _summary(report_dir)
+
+
+@pytest.mark.kind
+def test_a_node_whose_driver_is_gone_is_named_at_its_driver_layer(kind_cluster: KindCluster, tmp_path: Path) -> None:
+    """A node-level fault under the real operator: one worker's driver disappears (its GPU table removed, as
+    after a failed driver upgrade) and its validator and device plugin pods restart, as after a reboot. The
+    operator's own validator then waits in driver-validation and the operator marks the ClusterPolicy notReady
+    (any unavailable operand pod does that); the suite must still name that one node at driver-toolkit and
+    pass the other, not call the whole cluster broken. Mending the node brings the ClusterPolicy back."""
+    assert kind_cluster.docker is not None
+    broken, healthy = sorted(kind_cluster.gpu_nodes())
+    table = f"{kindop.DRIVER_ROOT}/{fakegpu.TABLE_FILE}"
+
+    def restart_operands() -> None:
+        for app in ("nvidia-operator-validator", "nvidia-device-plugin-daemonset"):
+            kind_cluster.kubectl("delete", "pods", "-n", kindop.NAMESPACE, "-l", f"app={app}",
+                                 "--field-selector", f"spec.nodeName={broken}", "--wait")
+
+    kind_cluster.docker.docker("exec", broken, "mv", table, f"{table}.gone")
+    try:
+        restart_operands()
+        deadline = time.monotonic() + 120
+        while _policy_state(kind_cluster) != "notReady" and time.monotonic() < deadline:
+            time.sleep(2)
+        assert _policy_state(kind_cluster) == "notReady"
+        rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
+    finally:
+        kind_cluster.docker.docker("exec", broken, "mv", f"{table}.gone", table, check=False)
+        restart_operands()
+        kind_cluster._wait_gpus()
+        kind_cluster._wait_operator()
+    assert rc == 1 and summary["verdict"] != "CONFORMANT"
+    assert summary["cluster_blocker"] is None, summary["cluster_blocker"]
+    layers, root = summary["nodes"][broken]
+    assert root is not None and root["layer"] == "driver-toolkit", root
+    # The notReady ClusterPolicy is a cluster-wide warning naming the broken node (OPR-003), not a blocker.
+    assert layers["operator"] == "warn" and {layers[k] for k in ("nfd", "deploy-labels")} == {"pass"}, layers
+    assert ("OPR-003", "warn", []) in summary["checks"]
+    ok_layers, ok_root = summary["nodes"][healthy]
+    assert ok_root is None and {k: v for k, v in ok_layers.items() if k != "operator"} == \
+        dict.fromkeys(("nfd", "deploy-labels", "driver-toolkit", "device-plugin", "probe"), "pass"), ok_layers
+    assert summary["probed"] == [healthy]
+
+
+def _policy_state(cluster: KindCluster) -> str | None:
+    cps = json.loads(cluster.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"]
+    return cps[0].get("status", {}).get("state") if cps else None
+
+
 @pytest.fixture(scope="module")
 def suite_image(kind_cluster: KindCluster) -> str:
     """The Dockerfile's image, built offline once and loaded into the nodes."""
@@ -225,16 +284,12 @@ def test_suite_image_as_a_job_equals_a_run_from_outside(kind_cluster: KindCluste
     """The Dockerfile's image, run in the cluster under rbac.yaml's ServiceAccount (in-cluster config), gives the
     exit code and verdict of `pytest --cluster` run from this machine with the kind kubeconfig."""
     inside = kind_cluster.run_suite_job(suite_image, tmp_path / "inside")
-    repo = Path(__file__).resolve().parents[1]
-    outside = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--cluster=current",
-                              f"--kubeconfig={kind_cluster.kubeconfig}", f"--report-dir={tmp_path / 'outside'}",
-                              "tests_conformance"], cwd=repo, capture_output=True, text=True, check=False)
-    assert inside == outside.returncode, outside.stdout[-2000:]
+    rc, summary = _suite_outside(kind_cluster, tmp_path / "outside")
+    assert inside == rc
     assert inside not in (3, 4), "the suite could not run (usage or internal error)"
-    assert _summary(tmp_path / "inside") == _summary(tmp_path / "outside")
+    assert _summary(tmp_path / "inside") == summary
     # The real operator reconciled every layer and the probe got a GPU on each worker: the whole suite passes.
-    summary = _summary(tmp_path / "outside")
-    assert outside.returncode == 0 and summary["verdict"] == "CONFORMANT", \
+    assert rc == 0 and summary["verdict"] == "CONFORMANT", \
         (summary["verdict"], [c for c in summary["checks"] if c[1] == "fail"])
     gpu = kind_cluster.gpu_nodes()
     assert summary["probed"] == sorted(gpu)
