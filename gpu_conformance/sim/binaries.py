@@ -85,7 +85,7 @@ BINARIES: tuple[Binary, ...] = (
 BINARY_NAMES: tuple[str, ...] = tuple(b.name for b in BINARIES)
 
 # Rough cold-build minutes on a 2-core machine (empty GOCACHE), shown so nobody kills a slow build.
-_COLD_MINUTES = {"kube-apiserver": 6, "etcd": 1, "kwok": 2}
+_COLD_MINUTES = {"kube-apiserver": 6, "etcd": 1, "kwok": 2, "coredns": 4}
 
 
 def cache_bin_dir() -> Path:

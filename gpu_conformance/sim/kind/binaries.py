@@ -1,4 +1,4 @@
-"""Build (once) and locate the kind tier's own binaries: kubeadm, kube-proxy and the kind CLI.
+"""Build (once) and locate the kind tier's own binaries: kubeadm, kube-proxy, CoreDNS and the kind CLI.
 
 The rest of the node comes from caches other tiers already fill: kube-apiserver, kube-controller-manager,
 kube-scheduler, kubectl and etcd from the simulated cluster's build (gpu_conformance.sim.binaries); kubelet,
@@ -20,6 +20,9 @@ from gpu_conformance.sim import binaries as simbin
 from gpu_conformance.sim.realnode import binaries as rnbin
 
 KIND_VERSION = "v0.33.0"
+# The CoreDNS kubeadm K8S_VERSION deploys (`kubeadm config images list`: registry.k8s.io/coredns/coredns:v1.14.2);
+# the node image refuses to build when the two differ (nodeimage.coredns_image). Pinned in gobuild/coredns/go.mod.
+COREDNS_VERSION = "v1.14.2"
 BIN_DIR_NAME = f"kind-{KIND_VERSION}-k8s-{simbin.K8S_VERSION}"
 
 BINARIES: tuple[simbin.Binary, ...] = (
@@ -27,6 +30,10 @@ BINARIES: tuple[simbin.Binary, ...] = (
                   ("version", "-o", "short"), simbin.K8S_VERSION),
     simbin.Binary("kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy", "", simbin._K8S_LDFLAGS,
                   ("--version",), f"Kubernetes {simbin.K8S_VERSION}"),
+    # CoreDNS's version is a constant in its module (coremain.CoreVersion): `-version` prints "CoreDNS-1.14.2"
+    # on a line of its own, matched whole so a v1.14.20 would not pass for v1.14.2.
+    simbin.Binary("coredns", "github.com/coredns/coredns", "coredns", "-s -w", ("-version",),
+                  f"CoreDNS-{COREDNS_VERSION.lstrip('v')}\n"),
     # kind's version core is a constant in its module, so no -X stamp is needed.
     simbin.Binary("kind", "sigs.k8s.io/kind", "kind", "-s -w", ("version",), f"kind {KIND_VERSION}"),
 )
@@ -34,7 +41,7 @@ BINARIES: tuple[simbin.Binary, ...] = (
 
 @dataclass(frozen=True)
 class BinDirs:
-    kind: Path        # kubeadm, kube-proxy, kind
+    kind: Path        # kubeadm, kube-proxy, coredns, kind
     sim: Path         # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd
     realnode: Path    # kubelet, containerd, ctr, containerd-shim-runc-v2, fake-gpu-device-plugin, pause
 

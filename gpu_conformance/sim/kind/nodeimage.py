@@ -10,8 +10,8 @@ needs the base. This module makes what that command makes, from parts this machi
    (kind/node/containerd-config.toml);
 3. kubelet, kubeadm, kubectl, containerd, ctr and the runc shim, from the Go builds of the three tiers;
 4. the images kubeadm runs (`kubeadm config images list`), each an OCI archive of one of our static binaries
-   tagged as kubeadm expects, plus the fake-GPU device plugin and the probe image, imported into the node's
-   containerd at boot by kind-import-images.service;
+   (CoreDNS built from its Go module like kind) tagged as kubeadm expects, plus the fake-GPU device plugin and
+   the probe image, imported into the node's containerd at boot by kind-import-images.service;
 5. `docker import` of the result as gpu-conformance.local/kind-node:<key>, the key being a hash of every input.
 
     python -m gpu_conformance.sim.kind.nodeimage      # build if needed (starts the tier's own dockerd), print the tag
@@ -146,6 +146,11 @@ def _binary_image(names: tuple[str, ...], binary: Path, at: str, extra: Sequence
 
 def build_images(dirs: kindbin.BinDirs, rootfs: Path, out: Path, busybox: Path) -> list[Path]:
     """OCI archives of every image the node runs without a registry, written into `out`."""
+    return _write(kubeadm_images(dirs, rootfs) + fake_gpu_images(dirs, busybox), out)
+
+
+def kubeadm_images(dirs: kindbin.BinDirs, rootfs: Path) -> list[oci.Image]:
+    """Every image in kubeadm's list (control plane, etcd, kube-proxy, pause, CoreDNS), tagged as kubeadm expects."""
     names = image_names(dirs.find("kubeadm"))
     images: list[oci.Image] = []
     for comp in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
@@ -166,7 +171,30 @@ def build_images(dirs: kindbin.BinDirs, rootfs: Path, out: Path, busybox: Path) 
     images.append(_binary_image((names["kube-proxy"],), dirs.find("kube-proxy"), "/usr/local/bin/kube-proxy",
                                 extra=[*proxy_extra, oci.Entry("/run"), oci.Entry("/var/lib")]))
     images.append(_binary_image((names["pause"],), dirs.find("pause"), "/pause", entrypoint=("/pause",)))
-    return _write(images + fake_gpu_images(dirs, busybox), out)
+    images.append(coredns_image(names, dirs.find("coredns")))
+    # A kubeadm image we do not build would sit in ErrImagePull in the cluster (as CoreDNS did): fail here instead.
+    missing = sorted(set(names.values()) - {n for image in images for n in image.names})
+    if missing:
+        raise NodeImageError(f"kubeadm {simbin.K8S_VERSION} needs images the node image does not build: "
+                             f"{', '.join(missing)}")
+    return images
+
+
+def coredns_image(names: dict[str, str], coredns: Path) -> oci.Image:
+    """CoreDNS as upstream's image lays it out: the static binary at /coredns, entrypoint ["/coredns"].
+
+    kubeadm's Deployment passes ["-conf", "/etc/coredns/Corefile"] (its ConfigMap mounted at /etc/coredns) with a
+    read-only root filesystem and only NET_BIND_SERVICE; no runAsUser, so without a USER in the image CoreDNS runs as
+    root in the container, holding that capability to bind :53 (upstream's nonroot user needs a file capability
+    on /coredns, which our layer writer does not set).
+    """
+    ref = names["coredns"]
+    tag = ref.rsplit(":", 1)[-1]
+    if tag != kindbin.COREDNS_VERSION:
+        raise NodeImageError(f"kubeadm {simbin.K8S_VERSION} runs {ref} but the kind tier builds CoreDNS "
+                             f"{kindbin.COREDNS_VERSION}: set COREDNS_VERSION in gpu_conformance/sim/kind/binaries.py "
+                             f"and gobuild/coredns/go.mod to {tag}")
+    return _binary_image((ref,), coredns, "/coredns", entrypoint=("/coredns",))
 
 
 def fake_gpu_images(dirs: kindbin.BinDirs, busybox: Path) -> list[oci.Image]:
@@ -254,7 +282,7 @@ def assemble(stage: Path, rootfs: Path, kind_files: Path, dirs: kindbin.BinDirs,
 
 def _inputs_key(dirs: kindbin.BinDirs, rootfs: Path, kind_files: Path) -> str:
     parts: list[bytes | str] = [rootfs.name, kindbin.KIND_VERSION, simbin.K8S_VERSION, rnbin.CONTAINERD_VERSION,
-                                rnbin.FAKEGPU_VERSION, BUILD_REVISION]
+                                rnbin.FAKEGPU_VERSION, kindbin.COREDNS_VERSION, BUILD_REVISION]
     for d in (_KIND_NODE_FILES, kind_files):
         for p in sorted(d.rglob("*")):
             if p.is_file():
