@@ -170,6 +170,22 @@ def test_nodes_ready_and_gpu_workers_advertise_fake_gpus(kind_cluster: KindClust
     assert all(nodes[g]["status"]["allocatable"]["nvidia.com/gpu"] == "2" for g in gpu)
 
 
+@pytest.mark.kind
+def test_every_kube_system_pod_runs_coredns_included(kind_cluster: KindCluster) -> None:
+    """Every image kubeadm runs is in the node image (CoreDNS built from its module): nothing waits on a pull."""
+    deadline = time.monotonic() + 90
+    while True:
+        pods = json.loads(kind_cluster.kubectl("get", "pods", "-n", "kube-system", "-o", "json"))["items"]
+        not_ready = {p["metadata"]["name"]: p["status"].get("phase") for p in pods
+                     if not any(c["type"] == "Ready" and c["status"] == "True"
+                                for c in p["status"].get("conditions", []))}
+        if not not_ready or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert not not_ready, not_ready
+    assert any(p["metadata"]["name"].startswith("coredns-") for p in pods)
+
+
 def _probe(cluster: KindCluster, node: str) -> ConformanceRun:
     """The suite's own probe on `node` alone (the whole suite runs in the Job test below)."""
     settings = Settings(kubeconfig=str(cluster.kubeconfig), probe_timeout=120).validate()
