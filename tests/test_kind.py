@@ -441,3 +441,18 @@ def test_a_second_kind_tier_is_refused_while_one_runs(tmp_path: Path, monkeypatc
         first.close()
     # Released: the next tier may start.
     kc._tier_lock().close()
+
+
+def test_image_archives_are_cached_by_content(tmp_path: Path) -> None:
+    from gpu_conformance.sim.kind import nodeimage
+    from gpu_conformance.sim.realnode import oci
+
+    src = tmp_path / "bin"
+    src.write_bytes(b"one")
+    image = oci.Image(("example.local/x:1",), [oci.Entry("/x", source=src)])
+    [first] = nodeimage.cached_archives([image], tmp_path / "cache")
+    mtime = first.stat().st_mtime_ns
+    assert nodeimage.cached_archives([image], tmp_path / "cache") == [first] and first.stat().st_mtime_ns == mtime
+    src.write_bytes(b"two")
+    [second] = nodeimage.cached_archives([image], tmp_path / "cache")
+    assert second != first and not first.exists() and sorted((tmp_path / "cache").iterdir()) == [second]

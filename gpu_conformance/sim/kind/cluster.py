@@ -145,12 +145,11 @@ class KindCluster:
         wanted = kindop.images(dirs.realnode, busybox)
         if public:
             wanted += nodeimage.fake_gpu_images(dirs, busybox)
-        with tempfile.TemporaryDirectory(prefix="kind-images-") as tmp:
-            for tar in nodeimage._write(wanted, Path(tmp)):
-                try:
-                    self.manager._exec(["load", "image-archive", str(tar), "--name", CLUSTER_NAME])
-                except subprocess.CalledProcessError as exc:
-                    raise KindError(f"kind load image-archive {tar.name} failed: {_tail(exc.stderr)}") from None
+        for tar in nodeimage.cached_archives(wanted):
+            try:
+                self.manager._exec(["load", "image-archive", str(tar), "--name", CLUSTER_NAME])
+            except subprocess.CalledProcessError as exc:
+                raise KindError(f"kind load image-archive {tar.name} failed: {_tail(exc.stderr)}") from None
 
     def _write_config(self, realnode_bin: Path | None = None) -> Path:
         config = yaml.safe_load((KIND_DIR / "cluster.yaml").read_text())
