@@ -278,6 +278,39 @@ def test_a_node_whose_driver_is_gone_is_named_at_its_driver_layer(kind_cluster: 
     assert summary["probed"] == [healthy]
 
 
+@pytest.mark.kind
+def test_a_node_whose_default_runtime_is_not_nvidia_fails_only_at_the_probe(kind_cluster: KindCluster,
+                                                                             tmp_path: Path) -> None:
+    """The failure only the probe sees: one worker's containerd default runtime set back to runc (as when
+    something rewrites containerd's config after the toolkit set it up). The operator's pods name their
+    RuntimeClass and keep running, its validation already passed, the ClusterPolicy stays ready; but an
+    ordinary pod (no runtimeClassName) on that node gets no GPU. The suite must pass that node's status layers
+    and fail it at the probe, and pass the other node."""
+    assert kind_cluster.docker is not None
+    broken, healthy = sorted(kind_cluster.gpu_nodes())
+
+    def default_runtime(name: str) -> None:
+        kind_cluster.docker.docker(  # type: ignore[union-attr]
+            "exec", broken, "sh", "-ec",
+            f"sed -i 's/default_runtime_name = \"[a-z]*\"/default_runtime_name = \"{name}\"/' "
+            "/etc/containerd/config.toml && systemctl restart containerd")
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{broken}", "--timeout=120s")
+
+    default_runtime("runc")
+    try:
+        assert _policy_state(kind_cluster) == "ready"
+        rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
+    finally:
+        default_runtime("nvidia")
+    assert rc == 1 and summary["cluster_blocker"] is None
+    layers, root = summary["nodes"][broken]
+    assert root is not None and root["layer"] == "probe", root
+    assert {k: v for k, v in layers.items() if k != "probe"} == \
+        dict.fromkeys(("operator", "nfd", "deploy-labels", "driver-toolkit", "device-plugin"), "pass"), layers
+    assert root["check"] in ("PRB-003", "PRB-004"), root
+    assert set(summary["nodes"][healthy][0].values()) == {"pass"} and summary["nodes"][healthy][1] is None
+
+
 def _policy_state(cluster: KindCluster) -> str | None:
     cps = json.loads(cluster.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"]
     return cps[0].get("status", {}).get("state") if cps else None
