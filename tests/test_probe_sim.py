@@ -301,8 +301,6 @@ def test_probe_logs_are_read_with_a_byte_bound_and_stored_once(sim: Any, tmp_pat
 
 def test_busy_and_cordoned_nodes_are_said_not_failed_and_sampling_is_plain(
         sim: Any, admin: Kube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(probe_module, "PAGE_SIZE", 2)  # the busy pod is found across pages of the pod list...
-    monkeypatch.setattr(probe_module, "PER_NODE_LISTS_MAX", 0)  # ...the way a probe of many nodes reads it
     admin.patch("Node", "gpu-node-0", {"spec": {"unschedulable": True}})
     alloc = admin.get("Node", "gpu-node-1")["status"]["allocatable"]["nvidia.com/gpu"]
     admin.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "training", "namespace": "default"},
@@ -315,6 +313,8 @@ def test_busy_and_cordoned_nodes_are_said_not_failed_and_sampling_is_plain(
         probe = probe_module.Probe(connect(str(sim.kubeconfig)), Settings(run_id="busy"), ClusterSnapshot())
         assert probe._gpus_in_use(["gpu-node-1", "gpu-node-2"]).get("gpu-node-1") == {"nvidia.com/gpu": int(alloc)}
         assert probe.api.requests == 2
+        monkeypatch.setattr(probe_module, "PAGE_SIZE", 2)  # the busy pod is found across pages of the pod list...
+        monkeypatch.setattr(probe_module, "PER_NODE_LISTS_MAX", 0)  # ...the way a probe of many nodes reads it
         data = Background(sim.kubeconfig, tmp_path / "a").result()
     finally:
         admin.patch("Node", "gpu-node-0", {"spec": {"unschedulable": None}})
