@@ -273,8 +273,9 @@ class ConformanceSession:
             return
         try:
             if run.snapshot is not None:
-                self.reports = run.write_reports()
+                # One result for every report and the terminal summary: built and redacted once.
                 self.result = run.result()
+                self.reports = run.write_reports(self.result)
             else:
                 # Interrupted (Ctrl-C) before the cluster was read: no verdict, and none of an earlier run either.
                 self.reports = _write_failed_run(

@@ -28,6 +28,9 @@ class RunResult:
     # pods: [{name, node, phase, output, events, logs, gpus_seen, cdi}], skipped: reason or ""
     probe: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    # The redacted schema-v1 dict, built once (report/json_report.result_dict): every reporter renders it, and
+    # at 1,000 nodes building and redacting it took seconds each time. Read-only for reporters.
+    redacted: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json_dict(self) -> dict[str, Any]:
         """conformance.json (schema version 1; documented in the README)."""
@@ -55,8 +58,7 @@ class RunResult:
                     "title": c.title,
                     "status": str(v.outcomes[c.id].status) if c.id in v.outcomes else "n/a",
                     "reason": v.outcomes[c.id].reason if c.id in v.outcomes else "",
-                    "nodes": sorted({f.node for f in self.findings if f.check_id == c.id and f.node
-                                     and str(f.status) == "fail"}),
+                    "nodes": sorted({f.node for f in by_check.get(c.id, []) if f.node and str(f.status) == "fail"}),
                     "failing_nodes": v.outcomes[c.id].failing_nodes if c.id in v.outcomes else [],
                     "blocked_nodes": v.outcomes[c.id].blocked_nodes if c.id in v.outcomes else [],
                     "hint": c.hint,

@@ -178,8 +178,12 @@ def decide(
         return None
 
     outcomes: dict[str, CheckOutcome] = {}
+    # Grouped once: a scan of every finding per check was checks x findings (31 x 18,000 at 1,000 nodes).
+    by_check: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_check.setdefault(f.check_id, []).append(f)
     for c in checks:
-        fs = [f for f in findings if f.check_id == c.id]
+        fs = by_check.get(c.id, [])
         failing, blocked, reasons = [], [], []
         cluster_blocks_c = cluster_blocker is not None and cluster_blocker.layer.index < c.layer.index
         for f in fs:

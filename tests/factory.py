@@ -997,3 +997,56 @@ def sandbox_refused(snapshot: ClusterSnapshot, pod: Obj, message: str) -> Obj:
     add_event(snapshot, "Pod", name_of(pod), "FailedCreatePodSandBox", message)
     refresh(snapshot)
     return pod
+
+
+# ---- as the API server serves them -----------------------------------------------------------------
+def _fields_v1(value: Any) -> Any:
+    """A managedFields fieldsV1 tree for a value: {"f:key": {...}} per dict key, {"k:..."} per list item."""
+    if isinstance(value, dict):
+        return {f"f:{k}": _fields_v1(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return {f"k:{{\"name\":\"{i.get('name', n)}\"}}" if isinstance(i, dict) else f"v:{i}": _fields_v1(i)
+                for n, i in enumerate(value)}
+    return {}
+
+
+def as_served(obj: Obj) -> Obj:
+    """A copy of a factory object with what a real API server adds that no check reads (managedFields,
+    volumes and mounts, security contexts, image IDs, a node's image list): factory objects are ~7x smaller
+    than real ones, so a memory bound measured on them alone says nothing about trimming."""
+    import copy
+
+    out = copy.deepcopy(obj)
+    meta = out.setdefault("metadata", {})
+    meta["resourceVersion"] = "123456789"
+    meta["managedFields"] = [
+        {"manager": m, "operation": "Update", "apiVersion": "v1", "time": T1, "fieldsType": "FieldsV1",
+         "fieldsV1": _fields_v1(out.get(part) or {})} for m, part in (("kube-controller-manager", "spec"),
+                                                                      ("kubelet", "status"))]
+    if out.get("kind") == "Pod":
+        spec = out["spec"]
+        spec["volumes"] = [{"name": f"vol-{i}", "hostPath": {"path": f"/run/nvidia/vol-{i}", "type": ""}}
+                           for i in range(8)]
+        spec.update({"dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler",
+                     "terminationGracePeriodSeconds": 30, "enableServiceLinks": True, "preemptionPolicy":
+                     "PreemptLowerPriority", "securityContext": {}, "hostPID": True})
+        for c in spec.get("containers", []) + spec.get("initContainers", []):
+            c.update({"terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+                      "imagePullPolicy": "IfNotPresent", "securityContext": {"privileged": True},
+                      "volumeMounts": [{"name": v["name"], "mountPath": v["hostPath"]["path"],
+                                        "mountPropagation": "HostToContainer"} for v in spec["volumes"]]})
+            c.setdefault("env", []).extend({"name": f"NVIDIA_SETTING_{i}", "value": "x" * 24} for i in range(6))
+        st = out["status"]
+        st["podIPs"] = [{"ip": st.get("podIP", "")}]
+        st["hostIPs"] = [{"ip": st.get("hostIP", "")}]
+        for cs in st.get("containerStatuses", []) + st.get("initContainerStatuses", []):
+            cs["imageID"] = "nvcr.io/nvidia/k8s@sha256:" + "0" * 64
+            cs["volumeMounts"] = [{"name": f"vol-{i}", "mountPath": f"/run/nvidia/vol-{i}"} for i in range(8)]
+    if out.get("kind") == "Node":
+        st = out.setdefault("status", {})
+        st["images"] = [{"names": [f"registry.example.com/team/image-{i}@sha256:{'1' * 64}",
+                                   f"registry.example.com/team/image-{i}:v1.{i}"], "sizeBytes": 123456789}
+                        for i in range(40)]
+        st["addresses"] = [{"type": "InternalIP", "address": "10.0.0.10"}]
+        st["daemonEndpoints"] = {"kubeletEndpoint": {"Port": 10250}}
+    return out

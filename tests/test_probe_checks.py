@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from typing import Any
 
 import pytest
 from factory import healthy_snapshot, node, set_node_resource
@@ -263,3 +264,52 @@ def test_sigterm_raises_terminated_and_cleanup_is_not_cut_short() -> None:
         assert got == [signal.SIGTERM]
     finally:
         restore_sigterm()
+
+
+def _pods_server(pods: list[dict]):  # noqa: ANN202 - a fake raw_request
+    """raw_request over a cluster's pods: fieldSelector spec.nodeName / status.phase!=, limit and continue."""
+    import json
+
+    def request(api: object, method: str, path: str, query: list | None = None, *_: object, **__: object) -> bytes:
+        q = dict(query or [])
+        chosen = pods
+        for term in q.get("fieldSelector", "").split(","):
+            key, _, value = term.partition("!=") if "!=" in term else term.partition("=")
+            get = (lambda p: p["spec"].get("nodeName")) if key == "spec.nodeName" else \
+                (lambda p: p["status"].get("phase"))
+            chosen = [p for p in chosen if (get(p) != value) == ("!=" in term)]
+        start = int(q.get("continue") or 0)
+        end = start + int(q.get("limit") or len(chosen) or 1)
+        page = {"metadata": {"continue": str(end) if end < len(chosen) else ""}, "items": chosen[start:end]}
+        return json.dumps(page).encode()
+
+    return request
+
+
+@pytest.mark.parametrize("probed", [1, 3, 40])
+def test_gpus_in_use_costs_the_same_requests_whatever_the_cluster_size(probed: int,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 14: a one-node probe paged through every pod of the cluster (~20 s at 1,000 nodes).
+    from types import SimpleNamespace
+
+    import gpu_conformance.probe as probe_mod
+
+    def pod(node: str, gpus: int, phase: str = "Running") -> dict:
+        return {"spec": {"nodeName": node, "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+                "status": {"phase": phase}}
+
+    counts, found = [], []
+    for nodes in (50, 1000):
+        pods = [pod(f"gpu-node-{i}", 1) for i in range(nodes) for _ in range(9)]
+        pods += [pod("gpu-node-0", 4, "Succeeded")]  # finished pods hold nothing
+        monkeypatch.setattr(probe_mod, "raw_request", _pods_server(pods))
+        conn: Any = SimpleNamespace(api=None, server="https://x", user="u")
+        p = probe_mod.Probe(conn, Settings(run_id="r"), ClusterSnapshot())
+        wanted = [f"gpu-node-{i}" for i in range(probed)]
+        found.append({n: v for n, v in p._gpus_in_use(wanted).items() if n in wanted})
+        counts.append(p.api.requests)
+    assert found[0] == found[1] == {f"gpu-node-{i}": {"nvidia.com/gpu": 9} for i in range(probed)}
+    if probed <= probe_mod.PER_NODE_LISTS_MAX:
+        assert counts == [probed, probed]
+    else:  # many nodes: every pod of the cluster in pages, not one request per node
+        assert counts[1] == -(-9000 // probe_mod.PAGE_SIZE) < probed * 2

@@ -24,8 +24,11 @@ from kubernetes.client.exceptions import ApiException
 from tcp_proxy import TcpProxy
 
 from gpu_conformance import probe as probe_module
+from gpu_conformance.cluster.connect import connect
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.probe import LOG_LIMIT_BYTES, RUN_LABEL
+from gpu_conformance.settings import Settings
 from gpu_conformance.sim.reconcile import Kube
 
 pytestmark = pytest.mark.sim
@@ -298,7 +301,6 @@ def test_probe_logs_are_read_with_a_byte_bound_and_stored_once(sim: Any, tmp_pat
 
 def test_busy_and_cordoned_nodes_are_said_not_failed_and_sampling_is_plain(
         sim: Any, admin: Kube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(probe_module, "PAGE_SIZE", 2)  # the busy pod is found across pages of the pod list
     admin.patch("Node", "gpu-node-0", {"spec": {"unschedulable": True}})
     alloc = admin.get("Node", "gpu-node-1")["status"]["allocatable"]["nvidia.com/gpu"]
     admin.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "training", "namespace": "default"},
@@ -307,6 +309,12 @@ def test_busy_and_cordoned_nodes_are_said_not_failed_and_sampling_is_plain(
                                            "resources": {"limits": {"nvidia.com/gpu": alloc}}}]}})
     try:
         wait_for(lambda: admin.get("Pod", "training", "default")["status"].get("phase") == "Running", "busy pod")
+        # A probe of few nodes finds the busy pod by the API server's spec.nodeName field selector.
+        probe = probe_module.Probe(connect(str(sim.kubeconfig)), Settings(run_id="busy"), ClusterSnapshot())
+        assert probe._gpus_in_use(["gpu-node-1", "gpu-node-2"]).get("gpu-node-1") == {"nvidia.com/gpu": int(alloc)}
+        assert probe.api.requests == 2
+        monkeypatch.setattr(probe_module, "PAGE_SIZE", 2)  # the busy pod is found across pages of the pod list...
+        monkeypatch.setattr(probe_module, "PER_NODE_LISTS_MAX", 0)  # ...the way a probe of many nodes reads it
         data = Background(sim.kubeconfig, tmp_path / "a").result()
     finally:
         admin.patch("Node", "gpu-node-0", {"spec": {"unschedulable": None}})
@@ -324,6 +332,7 @@ def test_busy_and_cordoned_nodes_are_said_not_failed_and_sampling_is_plain(
                                       "1 with all GPUs in use")
 
     wait_for(lambda: not admin.list("Pod", "default"), "busy pod gone")
+    monkeypatch.undo()  # a 3-node probe reads GPUs in use per node (spec.nodeName field selector)
     data = Background(sim.kubeconfig, tmp_path / "b", probe_nodes="2").result()
     assert data["probe"]["scope"] == ("probed 2 of 3 GPU node(s) that passed the earlier layers; 1 not sampled "
                                       "(--probe-nodes=2)")

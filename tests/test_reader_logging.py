@@ -11,7 +11,8 @@ import gpu_conformance.cluster.reader as reader
 
 
 def test_each_list_logs_what_it_read(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(reader, "raw_request", lambda *a, **k: b'{"items": [{}, {}]}')
+    body = SimpleNamespace(stream=lambda n: iter([b'{"items": [{}, {}]}']), release_conn=lambda: None)
+    monkeypatch.setattr(reader, "raw_stream", lambda *a, **k: body)
     r = reader.ClusterReader(SimpleNamespace(api=None, server="https://x", context="c", user="u"))  # type: ignore[arg-type]
     with caplog.at_level(logging.DEBUG, logger="gpu_conformance.cluster.reader"):
         items = r.list_raw(reader.ListSpec("nodes", "/api/v1/nodes", "", "nodes"))

@@ -225,3 +225,20 @@ def raw_request(api: client.ApiClient, method: str, path: str, query: list[tuple
     if resp.status >= 400:
         raise ApiException(status=resp.status, reason=resp.reason, body=data.decode("utf-8", "replace")[:500])
     return data
+
+
+def raw_stream(api: client.ApiClient, path: str, query: list[tuple[str, str]] | None = None,
+               timeout: tuple[float, float] | float = REQUEST_TIMEOUT) -> urllib3.HTTPResponse:
+    """A GET whose body is left unread: the caller streams it (resp.stream) and must call resp.release_conn().
+
+    Raises ApiException for HTTP errors, as raw_request does.
+    """
+    m, url, hdrs, _, _ = api.param_serialize(method="GET", resource_path=path, query_params=query or [],
+                                             header_params={"Accept": "application/json"},
+                                             auth_settings=["BearerToken"])
+    resp = api.call_api(m, url, header_params=hdrs, _request_timeout=timeout).response
+    if resp.status >= 400:
+        data = resp.data
+        resp.release_conn()
+        raise ApiException(status=resp.status, reason=resp.reason, body=data.decode("utf-8", "replace")[:500])
+    return resp

@@ -19,8 +19,11 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from gpu_conformance.cluster.connect import API_ERRORS, Connection, raw_request
+from gpu_conformance.cluster import trim
+from gpu_conformance.cluster.connect import API_ERRORS, Connection, raw_request, raw_stream
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.cluster.stream_list import CHUNK, decode_list
+from gpu_conformance.cluster.trim import Shape
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERATOR_POD_LABEL
 
@@ -46,6 +49,8 @@ class ListSpec:
     optional: bool = False
     # Extra evidence only: not preflighted, and a 403 or 404 leaves it empty instead of ending the run.
     best_effort: bool = False
+    # What of each item is kept (cluster/trim.py); None keeps items whole.
+    shape: Shape | None = None
 
 
 def _transient(exc: BaseException) -> bool:
@@ -69,6 +74,20 @@ class ClusterReader:
             self.requests += 1
         data = raw_request(self.conn.api, method, path, query, body)
         return _kubernetes_json(data)
+
+    @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(4),
+           wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+    def _list(self, path: str, query: list[tuple[str, str]], shape: Shape | None) -> Any:
+        """A LIST decoded as it streams in, items trimmed on the way (stream_list.py says why)."""
+        with self._lock:
+            self.requests += 1
+        resp = raw_stream(self.conn.api, path, query)
+        try:
+            return decode_list(resp.stream(CHUNK), shape)
+        except ValueError as e:
+            raise NotKubernetesResponse(str(e)) from None
+        finally:
+            resp.release_conn()
 
     def call(self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None,
              what: str = "") -> Any:
@@ -102,7 +121,7 @@ class ClusterReader:
         what = f"list {spec.resource}{'.' + spec.group if spec.group else ''}{scope}"
         t0 = time.monotonic()
         try:
-            data = self._call("GET", spec.path, query)
+            data = self._list(spec.path, query, spec.shape)
         except ApiException as e:
             if (e.status == 404 and spec.optional) or (e.status in (403, 404) and spec.best_effort):
                 return None
@@ -152,15 +171,16 @@ class ClusterReader:
         snap = ClusterSnapshot(server=self.conn.server, context=self.conn.context,
                                gpu_node_selector=gpu_node_selector)
         cluster_lists = [
-            ListSpec("nodes", "/api/v1/nodes", "", "nodes"),
+            ListSpec("nodes", "/api/v1/nodes", "", "nodes", shape=trim.NODE),
             ListSpec("clusterpolicies", "/apis/nvidia.com/v1/clusterpolicies", "nvidia.com", "clusterpolicies",
                      optional=True),
             ListSpec("nvidiadrivers", "/apis/nvidia.com/v1alpha1/nvidiadrivers", "nvidia.com", "nvidiadrivers",
                      optional=True),
             ListSpec("runtimeclasses", "/apis/node.k8s.io/v1/runtimeclasses", "node.k8s.io", "runtimeclasses"),
-            ListSpec("operator_pods", "/api/v1/pods", "", "pods", label_selector="=".join(OPERATOR_POD_LABEL)),
+            ListSpec("operator_pods", "/api/v1/pods", "", "pods", label_selector="=".join(OPERATOR_POD_LABEL),
+                     shape=trim.POD),
             ListSpec("nfd_pods", "/api/v1/pods", "", "pods",
-                     label_selector="app.kubernetes.io/name=node-feature-discovery"),
+                     label_selector="app.kubernetes.io/name=node-feature-discovery", shape=trim.POD),
             # Only the two CRDs that matter: a cluster can hold hundreds of large CRD objects.
             ListSpec("crd_cp", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "apiextensions.k8s.io",
                      "customresourcedefinitions", field_selector=f"metadata.name={CLUSTERPOLICY_CRD}"),
@@ -190,12 +210,13 @@ class ClusterReader:
         snap.operator_namespace = ns or ""
         if ns:
             ns_lists = [
-                ListSpec("pods", f"/api/v1/namespaces/{ns}/pods", "", "pods", namespace=ns),
+                ListSpec("pods", f"/api/v1/namespaces/{ns}/pods", "", "pods", namespace=ns, shape=trim.POD),
                 ListSpec("daemonsets", f"/apis/apps/v1/namespaces/{ns}/daemonsets", "apps", "daemonsets",
                          namespace=ns),
                 ListSpec("deployments", f"/apis/apps/v1/namespaces/{ns}/deployments", "apps", "deployments",
                          namespace=ns),
-                ListSpec("events", f"/api/v1/namespaces/{ns}/events", "", "events", namespace=ns),
+                ListSpec("events", f"/api/v1/namespaces/{ns}/events", "", "events", namespace=ns,
+                         shape=trim.EVENT),
                 ListSpec("csvs", f"/apis/operators.coreos.com/v1alpha1/namespaces/{ns}/clusterserviceversions",
                          "operators.coreos.com", "clusterserviceversions", namespace=ns, best_effort=True),
             ]

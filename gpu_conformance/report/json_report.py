@@ -25,7 +25,9 @@ class ReportFileError(UsageError, ValueError):
 
 def result_dict(result: RunResult) -> dict[str, Any]:
     """The redacted schema-v1 dict of a run: what every reporter renders, so they cannot disagree."""
-    return redact(result.to_json_dict())
+    if result.redacted is None:
+        result.redacted = redact(result.to_json_dict())
+    return result.redacted
 
 
 def write_text_atomic(path: Path, text: str) -> None:
