@@ -312,8 +312,7 @@ def test_a_node_whose_default_runtime_is_not_nvidia_fails_only_at_the_probe(kind
 
 
 def _policy_state(cluster: KindCluster) -> str | None:
-    cps = json.loads(cluster.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"]
-    return cps[0].get("status", {}).get("state") if cps else None
+    return cluster.clusterpolicy_status().get("state")
 
 
 @pytest.fixture(scope="module")

@@ -220,12 +220,13 @@ class KindCluster:
         device plugin's --setup-only on the node itself, and NFD's PCI label (NFD itself is not deployed)."""
         assert self.docker is not None
         product = fakegpu.default_product()
-        for node in self.gpu_nodes():
+        gpu = self.gpu_nodes()
+        for node in gpu:
             cmd = fakegpu.plugin_command(Path(NODE_BINARIES["fake-gpu-device-plugin"]), node, self.gpus,
                                          kindop.CDI_DIR, kindop.DRIVER_ROOT, strategy="envvar", product=product,
                                          setup_only=True)
             self.docker.docker("exec", node, *cmd)
-            self.kubectl("label", "node", node, f"{kindop.NFD_PCI_LABEL}=true", "--overwrite")
+        self.kubectl("label", "node", *gpu, f"{kindop.NFD_PCI_LABEL}=true", "--overwrite")
 
     def _install_operator_objects(self) -> None:
         """The operator's CRDs (from its module), its Deployment and the ClusterPolicy (kind/operator.py)."""
@@ -256,11 +257,15 @@ class KindCluster:
 
         self._until(missing, timeout, 2)
 
+    def clusterpolicy_status(self) -> dict[str, Any]:
+        """The ClusterPolicy's status ({} when there is none or the operator has not written one)."""
+        cps = json.loads(self.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"]
+        return cps[0].get("status", {}) if cps else {}
+
     def _wait_operator(self, timeout: float = 300.0) -> None:
         """Until the ClusterPolicy is ready (state ready and condition Ready=True), as an install would wait."""
         def missing() -> str | None:
-            cps = json.loads(self.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"]
-            status = cps[0].get("status", {}) if cps else {}
+            status = self.clusterpolicy_status()
             ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
             ok = status.get("state") == "ready" and ready
             return None if ok else f"the ClusterPolicy is not ready (state {status.get('state')!r})"
