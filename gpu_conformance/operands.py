@@ -80,19 +80,6 @@ VALIDATOR_OPTIONAL_INITS = ("nvidia-fs-validation", "gdrcopy-validation")
 VALIDATOR_CHAIN = VALIDATOR.init_containers
 
 
-def parse_version(tag: str) -> tuple[int, int, int]:
-    """'v26.3.3' -> (26, 3, 3); unknown or 'main-latest' -> a very new version (newest behaviour)."""
-    t = tag.lstrip("v").split("-")[0]
-    parts = t.split(".")
-    try:
-        nums = [int(p) for p in parts[:3]]
-    except ValueError:
-        return (99, 0, 0)
-    while len(nums) < 3:
-        nums.append(0)
-    return (nums[0], nums[1], nums[2])
-
-
 def operand_enabled(operand: Operand, spec: dict) -> bool:
     """Whether the ClusterPolicy spec enables an operand (driver: unless the NVIDIADriver CRD manages it)."""
     if operand.spec_field is None:

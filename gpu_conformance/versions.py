@@ -69,6 +69,16 @@ def parse(tag: str | None) -> Version | None:
     return (nums[0], nums[1], nums[2])
 
 
+# What the simulated operator and the test factory build for a tag that is no release ('main-latest'): the newest
+# behaviour. Checks never use it; they ask since(), which answers None for an unknown version.
+NEWEST: Version = (99, 0, 0)
+
+
+def parse_or_newest(tag: str) -> Version:
+    """parse(tag), or NEWEST for a tag that is no release (the simulated operator's and factory's reading)."""
+    return parse(tag) or NEWEST
+
+
 def since(rule: str, version: Version | None) -> bool | None:
     """Whether `rule` holds for `version`; None when the version is unknown."""
     if version is None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_conformance import operands as ops
+from gpu_conformance import versions
 from gpu_conformance.cluster.podstate import pod_ready
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import GPU_PRESENT_LABEL, ClusterSnapshot, labels_of, name_of
@@ -102,7 +103,7 @@ class _Ctx:
 
     @property
     def v(self) -> tuple[int, int, int]:
-        return ops.parse_version(self.version)
+        return versions.parse_or_newest(self.version)
 
     @property
     def comp(self) -> dict[str, str]:
@@ -429,7 +430,7 @@ def device_plugin_env(version: str, cdi: bool, mig: str = "single") -> dict[str,
     if cdi:
         env["CDI_ENABLED"] = "true"
         env["NVIDIA_CDI_HOOK_PATH"] = "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
-        if ops.parse_version(version) >= (25, 10, 0):
+        if versions.parse_or_newest(version) >= (25, 10, 0):
             env.update({"DEVICE_LIST_STRATEGY": "cdi-annotations,cdi-cri", "CDI_ANNOTATION_PREFIX": "cdi.k8s.io/"})
         else:
             env.update({"DEVICE_LIST_STRATEGY": "envvar,cdi-annotations",
@@ -620,7 +621,7 @@ def healthy_snapshot(version: str = "v26.3.3", gpu_nodes: int = 3, cpu_nodes: in
     if mig not in ("none", "single", "mixed"):
         raise ValueError(f"mig must be none|single|mixed, not {mig!r}")
     if cdi is None:
-        cdi = ops.parse_version(version) >= (25, 10, 0)
+        cdi = versions.parse_or_newest(version) >= (25, 10, 0)
     cdi = cdi or nri
     product = gpu_product or ("NVIDIA-A100-SXM4-40GB" if mig == "mixed" else "Tesla-T4")
     ctx = _Ctx(version, namespace, cdi, nri, driver, mig, time_slicing_replicas, rename_shared, gfd,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -162,3 +163,34 @@ def test_unknown_host_fault_is_refused(cluster: Any) -> None:
     kube, _ = cluster
     with pytest.raises(ValueError, match="unknown host fault"):
         ol.set_host_fault(kube, NODE, "gpu-on-fire")
+
+
+def _marked(kube: FakeKube, app: str, seconds_ago: float) -> Obj:
+    """The node lifecycle controller's MarkPodsNotReady on the app's pod, `seconds_ago` s ago."""
+    pod = next(p for p in kube.pods.values() if p["metadata"]["labels"].get("app") == app)
+    pod["status"] = pod_states.marked_not_ready(pod)
+    ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
+    for c in pod["status"]["conditions"]:
+        if c["type"] == "Ready":
+            c["lastTransitionTime"] = ts
+    return pod
+
+
+def _set_node_ready(kube: FakeKube, status: str) -> None:
+    kube.nodes[NODE]["status"]["conditions"] = [{"type": "Ready", "status": status, "reason": "KubeletReady"}]
+
+
+@pytest.mark.parametrize(("node_ready", "seconds_ago", "ready_after"), [
+    ("True", 30, "True"),    # the node posts again: kubelet reports its running pods Ready
+    ("False", 30, "False"),  # the node is still down (a fault): nobody sets them Ready
+    ("True", 0, "False"),    # marked just now: the node's NotReady may not have reached the loop's watch yet
+])
+def test_pods_marked_not_ready_are_ready_again_once_their_node_is(cluster: Any, node_ready: str, seconds_ago: float,
+                                                                  ready_after: str) -> None:
+    kube, sim = cluster
+    _set_node_ready(kube, node_ready)
+    pod = _marked(kube, op.DRIVER.daemonset, seconds_ago)
+    sim.step()
+    conds = {c["type"]: c["status"] for c in kube.pods[pod["metadata"]["name"]]["status"]["conditions"]}
+    assert conds["Ready"] == ready_after
+    assert conds["ContainersReady"] == "True"

@@ -79,6 +79,15 @@ _CONTAINER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _STOP_GRACE = 5.0
 
 
+_UNUSED_CONTROLLERS = (
+    "endpoints", "endpointslice", "endpointslice-mirroring",
+    "persistentvolume-attach-detach", "persistentvolume-binder", "persistentvolume-expander",
+    "persistentvolume-protection", "persistentvolumeclaim-protection", "ephemeral-volume",
+    "volumeattributesclass-protection", "statefulset", "disruption", "horizontal-pod-autoscaler", "cronjob",
+    "resourceclaim", "device-taint-eviction", "replicationcontroller", "ttl", "service-lb", "node-route",
+    "cloud-node-lifecycle",
+)
+
 class SimClusterError(ConformanceError):
     """The simulated cluster failed to start (the message names the component and its log)."""
 
@@ -348,12 +357,17 @@ class SimCluster:
                     # Not the Endpoints/EndpointSlice controllers: kwok's pod IPs are loopback, which those
                     # objects reject, so they only retried failing writes over every operand pod (at 1,000
                     # nodes a large share of kcm's CPU); nothing in the suite reads endpoints.
-                    "--controllers=*,-endpoints-controller,-endpointslice-controller,"
-                    "-endpointslice-mirroring-controller",
+                    # Nor the controllers for what neither the GPU Operator nor the suite uses (volumes,
+                    # StatefulSets, PDBs, HPAs, CronJobs, DRA, cloud routes): each watches every pod or node
+                    # and the ttl controller patches every node once, which on a 1,000-node install costs CPU
+                    # the operand pods need. DaemonSets, Deployments, Jobs, namespaces, GC, node lifecycle
+                    # and taint eviction stay: faults and the probe go through them.
+                    "--controllers=*," + ",".join(f"-{c}-controller" for c in _UNUSED_CONTROLLERS),
                     f"--cluster-signing-cert-file={pki.ca_cert}", f"--cluster-signing-key-file={pki.ca_key}",
-                    # kwok heartbeats every 10-25 s without leases; a generous grace keeps a loaded
-                    # CI machine from tainting simulated nodes unreachable and evicting their pods.
-                    "--node-monitor-grace-period=2m", "--node-startup-grace-period=2m",
+                    # kwok heartbeats every 4-5 min without leases (kwok-stages.yaml); a generous grace
+                    # keeps a loaded machine (a 1,000-node install starves kwok of CPU) from tainting
+                    # simulated nodes unreachable and marking their pods not ready.
+                    "--node-monitor-grace-period=10m", "--node-startup-grace-period=10m",
                     # The default 20 requests/s client limit makes a 50-node install wait on pod creation.
                     "--kube-api-qps=5000", "--kube-api-burst=10000", "--profiling=false"]
         if name == "kube-scheduler":
@@ -430,7 +444,7 @@ class SimCluster:
                         "cidr": POD_CIDR, "nodeIP": LOOPBACK,
                         "enableDebuggingHandlers": True, "enableProfilingHandler": False,
                         "enableContentionProfiling": False,
-                        "podPlayStageParallelism": 4, "nodePlayStageParallelism": 4,
+                        "podPlayStageParallelism": 8, "nodePlayStageParallelism": 4,
                         "nodeLeaseParallelism": 4, "podsOnNodeSyncParallelism": 1,
                         "enablePodsOnNodeSyncListPager": True, "enablePodsOnNodeSyncStreamWatch": False},
         }, sort_keys=False)]

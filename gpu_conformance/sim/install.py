@@ -340,7 +340,7 @@ def validator_init_containers(operator_version: str, device_plugin_enabled: bool
     v25.3.4/v25.10.1 controllers/object_controls.go), and plugin-validation without a device plugin.
     From v26.3 those checks live inside driver-validation.
     """
-    v = op.parse_version(operator_version)
+    v = versions.parse_or_newest(operator_version)
     if versions.since(versions.FS_VALIDATION_IN_DRIVER_VALIDATION, v):
         names = ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
     elif versions.since(versions.GDRCOPY_VALIDATION, v):

@@ -37,6 +37,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +52,7 @@ from gpu_conformance.sim import install as inst
 from gpu_conformance.sim import pod_states
 from gpu_conformance.sim.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
 from gpu_conformance.sim.profiles import Profile, get_profile
+from gpu_conformance.sim.watch_cache import WatchCache, WatchSet
 
 Obj = dict[str, Any]
 Action = Callable[[], Any]
@@ -83,6 +85,11 @@ def _running(pod: Obj) -> bool:
 def _ready(pod: Obj) -> bool:
     return _running(pod) and any(c.get("type") == "Ready" and c.get("status") == "True"
                                  for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _node_ready(node: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
 
 
 def _node_order(name: str) -> tuple[str, int, str]:
@@ -226,7 +233,7 @@ class OperandSim:
     """One instance per cluster; step() is one round (also used in-process by the hand-written install)."""
 
     def __init__(self, kube: Any, profile: Profile, namespace: str, workers: int = 8,
-                 show_fresh_waiting: bool = True) -> None:
+                 show_fresh_waiting: bool = True, watch: bool = False) -> None:
         self.kube = kube
         # False (the hand-written install's own rounds): a fresh pod whose first init container waits keeps
         # its empty status (kubectl: Pending) instead of Init:0/N. Nobody reads it mid-install, and on big
@@ -246,6 +253,15 @@ class OperandSim:
         self._plans: dict[str, inst.NodePlan] = {}
         self._plan_names: list[str] = []
         self._cp_uid: str | None = None
+        # watch=True: nodes and pods from a LIST+WATCH copy (watch_cache.py) instead of two LISTs a round,
+        # and a round looks only at the nodes something changed on since the last one.
+        self.watch = watch
+        self._watches: WatchSet | None = None
+        self._node_cache: WatchCache | None = None
+        self._pod_cache: WatchCache | None = None
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._last_hosts: dict[str, set[str]] | None = None
 
     def _clusterpolicy_uid(self) -> str | None:
         if self._cp_uid is None:
@@ -263,20 +279,73 @@ class OperandSim:
             self._plan_names = names
         return self._plans
 
+    # ---- what the round reads --------------------------------------------------------------------
+    def _start_watching(self) -> None:
+        from gpu_conformance.sim.reconcile import collection_path
+
+        self._watches = WatchSet(self.kube)
+        self._node_cache = self._watches.watch("nodes", collection_path("Node"),
+                                               lambda n: self._touched(n["metadata"]["name"]))
+        self._pod_cache = self._watches.watch("pods", collection_path("Pod", self.ns),
+                                              lambda p: self._touched((p.get("spec") or {}).get("nodeName")))
+
+    def close(self) -> None:
+        if self._watches is not None:
+            self._watches.stop()
+
+    def _touched(self, node: str | None) -> None:
+        if node:
+            with self._dirty_lock:
+                self._dirty.add(node)
+
+    def generation(self) -> int:
+        return self._watches.generation() if self._watches is not None else 0
+
+    def wait_for_change(self, since: int, timeout: float) -> None:
+        """Until the watches saw something new after generation `since`, or `timeout` s (a LIST-mode loop just
+        sleeps)."""
+        if self._watches is None:
+            time.sleep(timeout)
+        else:
+            self._watches.wait_for_change(since, timeout)
+
+    def _read(self) -> tuple[list[Obj], list[Obj], set[str] | None]:
+        """Nodes, the namespace's pods, and the nodes to look at (None: all)."""
+        if not self.watch:
+            return self.kube.list("Node"), self.kube.list("Pod", self.ns), None
+        if self._node_cache is None or self._pod_cache is None:
+            self._start_watching()
+            assert self._node_cache is not None and self._pod_cache is not None
+            with self._dirty_lock:
+                self._dirty.clear()
+            return self._node_cache.items(), self._pod_cache.items(), None
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+        return self._node_cache.items(), self._pod_cache.items(), dirty
+
+    def _applied(self, obj: Obj) -> None:
+        """Our own write's answer, into the copy at once (the next round must not redo it)."""
+        cache = self._node_cache if obj.get("kind") == "Node" else self._pod_cache
+        if cache is not None:
+            cache.apply(obj)
+
     def step(self) -> int:
         """One round; returns how many writes it made."""
-        nodes = self.kube.list("Node")
+        nodes, self.pods, dirty = self._read()
         by_name = {n["metadata"]["name"]: n for n in nodes}
         plans = self.plans(nodes)
-        self.pods = self.kube.list("Pod", self.ns)
         hosts = host_faults(self.kube)
+        if hosts != self._last_hosts or not self.seeded:
+            dirty = None  # a host fault changed: every node is looked at again
+            self._last_hosts = hosts
+        look = plans if dirty is None else {n: plans[n] for n in dirty if n in plans}
         per_node: dict[str, list[Obj]] = {}
         for p in self.pods:
             node = p["spec"].get("nodeName") or ""
-            if node in plans and not p["metadata"].get("deletionTimestamp"):
+            if node in look and not p["metadata"].get("deletionTimestamp"):
                 per_node.setdefault(node, []).append(p)
         views = [_Node(name, plan, by_name[name], per_node.get(name, []), hosts.get(name, set()),
-                       self.need_driver_pod, self.need_toolkit_pod) for name, plan in plans.items()]
+                       self.need_driver_pod, self.need_toolkit_pod) for name, plan in look.items()]
         if not self.seeded:
             for v in views:
                 self._seed(v)
@@ -309,7 +378,7 @@ class OperandSim:
 
         def write() -> None:
             with contextlib.suppress(ApiException):  # deleted meanwhile: nothing to write
-                self.kube.patch("Pod", name, {"status": status}, self.ns, status=True)
+                self._applied(self.kube.patch("Pod", name, {"status": status}, self.ns, status=True))
         return write
 
     def _kubelet(self, v: _Node) -> list[Action]:
@@ -328,6 +397,12 @@ class OperandSim:
             for cs in want["containerStatuses"]:
                 cs["restartCount"] = 9 if cs["name"] == "nvidia-driver-ctr" else 0
             actions.append(self._write_status(driver, want))
+        if _node_ready(v.node):
+            # The node lifecycle controller marked the pods of this node not ready while kwok (starved of
+            # CPU on a big install) missed heartbeats; the node posts again, so kubelet reports them Ready.
+            for pods in v.by_app.values():
+                actions += [self._write_status(p, pod_states.ready_again(p)) for p in pods
+                            if pod_states.marked_back_ready(p)]
         for pods in v.by_app.values():
             for pod in pods:
                 if not played(pod) or (pod.get("status") or {}).get("phase", "Pending") != "Pending":
@@ -399,10 +474,12 @@ class OperandSim:
             with contextlib.suppress(ApiException):
                 self.kube.request("DELETE", self.kube.path("Pod", p["metadata"]["name"], self.ns),
                                   body={"gracePeriodSeconds": 0})
+                if self._pod_cache is not None:
+                    self._pod_cache.forget(self.ns, p["metadata"]["name"])
         # Named like generateName would; the first one deterministically (the cuda-validation log cites it).
         pod = inst.cuda_validator_pod(self.profile, self.ns, node, self._clusterpolicy_uid(),
                                       name=None if old else cuda_validator_name(node))
-        self.kube.create(pod)
+        self._applied(self.kube.create(pod))
 
     # ---- the programs: node resources and labels -------------------------------------------------
     def _programs(self, v: _Node) -> list[Action]:
@@ -410,22 +487,23 @@ class OperandSim:
         plan = v.plan
         dp = v.running(op.DEVICE_PLUGIN.daemonset)
         if dp is not None and self.advertised.get(v.name) != dp["metadata"]["uid"] and plan.gpu_resources:
-            actions.append(lambda n=v.name, r=plan.gpu_resources: self.kube.patch(
-                "Node", n, {"status": {"capacity": r, "allocatable": r}}, status=True))
+            actions.append(lambda n=v.name, r=plan.gpu_resources: self._applied(self.kube.patch(
+                "Node", n, {"status": {"capacity": r, "allocatable": r}}, status=True)))
             self.advertised[v.name] = dp["metadata"]["uid"]
         elif dp is None and v.name in self.advertised:
             # The plugin unregistered: kubelet keeps the capacity but nothing is allocatable any more.
             cap = (v.node.get("status") or {}).get("capacity") or {}
             zero = {k: "0" for k in plan.gpu_resources if k in cap}
             if zero:
-                actions.append(lambda n=v.name, z=zero: self.kube.patch(
-                    "Node", n, {"status": {"allocatable": z}}, status=True))
+                actions.append(lambda n=v.name, z=zero: self._applied(self.kube.patch(
+                    "Node", n, {"status": {"allocatable": z}}, status=True)))
             del self.advertised[v.name]
         for operand in (op.GFD, op.MIG_MANAGER):
             pod = v.running(operand.daemonset)
             labels = plan.operand_labels.get(operand.key)
             if pod and labels and self.labelled.get((v.name, operand.key)) != pod["metadata"]["uid"]:
-                actions.append(lambda n=v.name, lb=labels: self.kube.patch("Node", n, {"metadata": {"labels": lb}}))
+                actions.append(lambda n=v.name, lb=labels: self._applied(
+                    self.kube.patch("Node", n, {"metadata": {"labels": lb}})))
                 self.labelled[(v.name, operand.key)] = pod["metadata"]["uid"]
         return actions
 
@@ -492,11 +570,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gpu_conformance.sim.reconcile import Kube
 
     sim = OperandSim(Kube(config.new_client_from_config(config_file=a.kubeconfig)), get_profile(a.profile),
-                     a.namespace)
+                     a.namespace, watch=True)
     pause = OperatorPause(sim.kube, a.namespace, a.operator_pid, a.operator_start_time) if a.operator_pid else None
     signal.signal(signal.SIGTERM, _on_term)
     started = False
     while not _STOP:
+        seen = sim.generation()
         try:
             busy = sim.step()
             if pause is not None:
@@ -507,7 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception:  # an API hiccup or a race with a deleted object: the next round retries
             busy = 0
         if not busy:
-            time.sleep(a.period)
+            # The operator's Deployment (OperatorPause) is read by LIST: look at least every period.
+            sim.wait_for_change(seen, a.period)
     if pause is not None and pause.paused:
         pause.set_paused(False)  # stopped before the operator: let it take its own SIGTERM
     return 0

@@ -55,7 +55,7 @@ STATE_DAEMONSETS: tuple[tuple[str, str], ...] = (
 
 def not_ready_message(operator_version: str, states: Sequence[str]) -> str:
     """Go's `%v` of the []string: "[a b]"; the separator before "states" changed in a release."""
-    sep = ";" if versions.since(versions.NOT_READY_SEMICOLON, op.parse_version(operator_version)) else ","
+    sep = ";" if versions.since(versions.NOT_READY_SEMICOLON, versions.parse_or_newest(operator_version)) else ","
     return f"ClusterPolicy is not ready{sep} states not ready: [{' '.join(states)}]"
 
 
@@ -157,10 +157,18 @@ def status_equal(a: Obj | None, b: Obj) -> bool:
 class StatusWriter:
     """One reconcile's status write, as the hand-written operator does it (also used by the loop)."""
 
-    def __init__(self, kube: Any, namespace: str, operator_version: str) -> None:
+    def __init__(self, kube: Any, namespace: str, operator_version: str, watches: Any = None) -> None:
         self.kube = kube
         self.namespace = namespace
         self.operator_version = operator_version
+        # A watch_cache.WatchSet with "DaemonSet", "Pod", "ControllerRevision", "Node": the loop's copies (at
+        # 1,000 nodes a LIST of the pods and nodes every second was a large share of the API server's CPU).
+        self.watches = watches
+
+    def _list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        if self.watches is not None and kind in self.watches.caches:
+            return self.watches.caches[kind].items()
+        return self.kube.list(kind, namespace)
 
     def operator_running(self) -> bool:
         # The real operator's status stops changing when its pod is gone or crash-looping.
@@ -180,10 +188,10 @@ class StatusWriter:
         if not cps:
             return None
         cp = min(cps, key=lambda c: (c["metadata"].get("creationTimestamp", ""), c["metadata"]["name"]))
-        dss = self.kube.list("DaemonSet", self.namespace)
-        pods = self.kube.list("Pod", self.namespace)
-        revisions = self.kube.list("ControllerRevision", self.namespace)
-        nodes = self.kube.list("Node")
+        dss = self._list("DaemonSet", self.namespace)
+        pods = self._list("Pod", self.namespace)
+        revisions = self._list("ControllerRevision", self.namespace)
+        nodes = self._list("Node")
         state, true_type, reason, message = desired_status(
             self.namespace, self.operator_version, states_not_ready(dss, pods, revisions), has_gpu_nodes(nodes),
             has_nfd_labels(nodes))
@@ -267,17 +275,31 @@ def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: flo
     from kubernetes import config
 
     from gpu_conformance.cluster.connect import API_ERRORS
-    from gpu_conformance.sim.reconcile import Kube
+    from gpu_conformance.sim.reconcile import Kube, collection_path
+    from gpu_conformance.sim.watch_cache import WatchSet
 
     kube = Kube(config.new_client_from_config(config_file=kubeconfig))
-    writer = StatusWriter(kube, namespace, operator_version)
+    watches = WatchSet(kube)
     signal.signal(signal.SIGTERM, _on_term)
+    for kind in ("DaemonSet", "Pod", "ControllerRevision", "Node"):
+        while not _STOP:
+            try:
+                watches.watch(kind, collection_path(kind, None if kind == "Node" else namespace))
+                break
+            except (*API_ERRORS, ValueError):
+                time.sleep(period)
+    writer = StatusWriter(kube, namespace, operator_version, watches)
     while not _STOP:
+        seen = watches.generation()
         # An API hiccup (or a body cut short): the next round retries, like a requeue.
         with contextlib.suppress(*API_ERRORS, ValueError):
             if writer.operator_running():
                 writer.write()
+        # At most a round per period; between, only when something changed (the ClusterPolicy and the
+        # operator's Deployment, read by small LISTs, are looked at again at least every 3 periods).
         time.sleep(period)
+        watches.wait_for_change(seen, 2 * period, debounce=0)
+    watches.stop()
     return 0
 
 

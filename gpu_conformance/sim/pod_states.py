@@ -6,6 +6,7 @@ written, exactly like a real pod stuck in the same place.
 
 from __future__ import annotations
 
+import calendar
 import time
 from typing import Any
 
@@ -143,6 +144,32 @@ def marked_not_ready(pod: Obj) -> Obj:
             c.update(status="False", lastTransitionTime=ts)
         conds.append(c)
     st["conditions"] = conds
+    return st
+
+
+def marked_back_ready(pod: Obj, settled: float = 10.0) -> bool:
+    """Ready=False for `settled` s while its containers are ready: only the node lifecycle controller leaves
+    a pod so (marked_not_ready); kubelet sets Ready again on its next status sync once it posts for the node
+    again. The wait: a fault writes the node's NotReady and then its pods, and a reader of two watches may
+    see the pods first."""
+    st = pod.get("status") or {}
+    conds = {c.get("type"): c for c in st.get("conditions") or []}
+    ready, containers = conds.get("Ready") or {}, conds.get("ContainersReady") or {}
+    if st.get("phase") != "Running" or ready.get("status") != "False" or containers.get("status") != "True":
+        return False
+    try:
+        since = calendar.timegm(time.strptime(ready.get("lastTransitionTime") or "", "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return False
+    return time.time() - since >= settled
+
+
+def ready_again(pod: Obj) -> Obj:
+    """The status kubelet writes for such a pod: Ready=True again, everything else as it was."""
+    st = dict(pod.get("status") or {})
+    ts = _now()
+    st["conditions"] = [dict(c, status="True", lastTransitionTime=ts) if c.get("type") == "Ready" else c
+                        for c in st.get("conditions") or []]
     return st
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from gpu_conformance import versions
-from gpu_conformance.operands import parse_version
+from gpu_conformance.versions import parse_or_newest
 
 
 @dataclass(frozen=True)
@@ -178,14 +178,14 @@ class Profile:
         if self.operator_version in COMPONENTS:
             return COMPONENTS[self.operator_version]
         # Unknown tag: nearest known release not newer than it (image tags of that release).
-        v = parse_version(self.operator_version)
-        known = sorted(COMPONENTS, key=parse_version)
-        best = [k for k in known if parse_version(k) <= v] or known[:1]
+        v = parse_or_newest(self.operator_version)
+        known = sorted(COMPONENTS, key=parse_or_newest)
+        best = [k for k in known if parse_or_newest(k) <= v] or known[:1]
         return replace(COMPONENTS[best[-1]], operator=self.operator_version)
 
     @property
     def version(self) -> tuple[int, int, int]:
-        return parse_version(self.operator_version)
+        return parse_or_newest(self.operator_version)
 
     @property
     def cdi(self) -> bool:

@@ -444,27 +444,29 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
     from gpu_conformance.sim.operand_loop import OperandSim
 
     m = sim.manifests
-    ns = sim.namespace
-    plans = {n.name: n for n in m.gpu_nodes}
     expected = {name: len(nodes) for name, nodes in inst.expected_daemonset_nodes(m).items()}
     nfd_worker = inst.nfd_name("worker")
     expected[nfd_worker] = len(m.nodes)
     deployments = [op.OPERATOR_DEPLOYMENT, inst.nfd_name("master"), inst.nfd_name("gc")]
-    operands = OperandSim(kube, sim.profile, ns, show_fresh_waiting=False)
-    # Listing every pod is the loop's cost: on big clusters poll less often, so the API server and
-    # etcd (sharing the machine with kwok and the controllers) keep their CPU for the real work.
-    small = len(m.nodes) <= 10
-    poll = _POLL if small else min(1.0, _POLL + 0.015 * len(m.nodes))
+    operands = OperandSim(kube, sim.profile, sim.namespace, show_fresh_waiting=False, watch=True)
+    try:
+        _converge_rounds(kube, sim, operands, expected, deployments, deadline)
+    finally:
+        operands.close()
+
+
+def _converge_rounds(kube: Kube, sim: SimInstall, operands: Any, expected: dict[str, int], deployments: list[str],
+                     deadline: float) -> None:
+    m = sim.manifests
+    ns = sim.namespace
+    plans = {n.name: n for n in m.gpu_nodes}
     while True:
+        seen = operands.generation()
         if operands.step():
             if time.monotonic() > deadline:   # still writing, but never done: a livelock, not progress
                 raise SimInstallError("simulated GPU Operator did not converge in time: the operand loop was "
                                       "still changing pods at the deadline")
-            # The writes changed what the next step sees, and the validation chain takes a round per stage:
-            # re-read soon (right away on small clusters), not after the idle poll.
-            if not small:
-                time.sleep(_POLL)
-            continue
+            continue  # the writes are in the loop's copy already: the next stage can go at once
         pods = operands.pods
         cuda = {p["spec"].get("nodeName"): p for p in pods if p["metadata"].get("labels", {}).get("app")
                 == op.CUDA_VALIDATOR_APP and p.get("status", {}).get("phase") == "Succeeded"}
@@ -486,4 +488,6 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
         if time.monotonic() > deadline:
             raise SimInstallError("simulated GPU Operator did not converge in time; still waiting for: "
                                   + ", ".join(pending[:10]) + (" …" if len(pending) > 10 else ""))
-        time.sleep(poll)
+        # Nodes and pods come by watch: wake on the next change (the DaemonSet/Deployment statuses above are
+        # read again at least every _POLL s).
+        operands.wait_for_change(seen, _POLL)
