@@ -66,7 +66,7 @@ def wait_for(cond: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
 
 @contextlib.contextmanager
 def kwok_paused(sim: Any) -> Iterator[None]:
-    """Pods get bound but never started. Keep it short: node heartbeats stop too (40 s grace)."""
+    """Pods get bound but never started. Keep it short: node heartbeats stop too (kcm's grace is 10 min)."""
     pid = json.loads((sim.cluster.state_dir / "pids.json").read_text())["processes"]["kwok"]["pid"]
     os.kill(pid, signal.SIGSTOP)
     try:

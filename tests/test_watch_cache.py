@@ -99,3 +99,67 @@ def test_a_watch_from_a_compacted_version_starts_over_from_a_list(kube: Kube) ->
         _until(lambda: "later" in _values(cache))
     finally:
         cache.stop()
+
+
+class _CountingKube(Kube):
+    """Kube that remembers every GET of a collection (a LIST) it sent."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.lists: list[str] = []
+
+    def request(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
+                content_type: str = "application/json") -> dict[str, Any]:
+        if method == "GET" and path.rsplit("/", 1)[-1] in ("pods", "nodes"):
+            self.lists.append(path)
+        return super().request(method, path, body, query, content_type)
+
+
+def _pod_on(ds: dict[str, Any], node: str) -> dict[str, Any]:
+    tpl = ds["spec"]["template"]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{ds['metadata']['name']}-x", "namespace": ds["metadata"]["namespace"],
+                         "labels": dict(tpl["metadata"]["labels"])},
+            "spec": {**tpl["spec"], "nodeName": node}}
+
+
+@pytest.mark.sim
+def test_the_operand_loop_lists_once_then_runs_every_stage_from_its_copy(kube: Kube) -> None:
+    """At 1,000 nodes a LIST of every pod each round was the install's largest cost: rounds read the watch copy,
+    and the loop's own writes are in it at once (the validator's stages pass one per round, with no LIST)."""
+    from gpu_conformance import operands as op
+    from gpu_conformance.sim import install as inst
+    from gpu_conformance.sim import operand_loop as ol
+    from gpu_conformance.sim import pod_states
+    from gpu_conformance.sim.profiles import get_profile
+    from gpu_conformance.sim.reconcile import node_object
+
+    counting = _CountingKube(kube.client)
+    profile, ns, node = get_profile("v25.3"), "gpu-operator", "gpu-node-0"
+    m = inst.build(profile, ns, [node], [])
+    kube.create(m.namespace_object)
+    for obj in [*m.runtime_classes, *m.service_accounts, node_object(m.gpu_nodes[0], profile, "v1.36.0")]:
+        kube.create(obj)
+    wanted = (op.DRIVER.daemonset, op.TOOLKIT.daemonset, op.VALIDATOR.daemonset, op.DEVICE_PLUGIN.daemonset)
+    for ds in m.daemonsets:
+        if ds["metadata"]["name"] in wanted:
+            pod = kube.create(_pod_on(ds, node))
+            if not ol.played(pod):  # the driver: what kwok would report for it
+                kube.patch("Pod", pod["metadata"]["name"], {"status": pod_states.running_ready(pod)}, ns, status=True)
+    sim = ol.OperandSim(counting, profile, ns, watch=True)
+    try:
+        progress: list[int] = []
+        for _ in range(40):
+            seen = sim.generation()
+            sim.step()
+            validator = next(p for p in sim.pods if p["metadata"]["labels"].get("app") == op.VALIDATOR.daemonset)
+            progress.append(pod_states.init_progress(validator))
+            if (validator.get("status") or {}).get("phase") == "Running" and node in sim.advertised:
+                break
+            sim.wait_for_change(seen, 1.0)
+        else:
+            pytest.fail(f"the validator did not get through its init containers: progress {progress}")
+        assert sorted(counting.lists) == ["/api/v1/namespaces/gpu-operator/pods", "/api/v1/nodes"]
+        assert progress == sorted(progress) and len(set(progress)) >= 4  # a stage at a time, in order
+    finally:
+        sim.close()
