@@ -1,6 +1,9 @@
-"""Developer tools built from Go modules (actionlint), cached outside the repository and keyed by version.
+"""Tools built from Go modules, cached outside the repository and keyed by version: actionlint (the workflow
+lint test) and NVIDIA's nvidia-container-runtime (the reference the fake runtime is tested against,
+tests/test_real_nvidia_runtime.py).
 
-    python -m gpu_conformance.gotools actionlint     # build if needed, print the binary's path
+    python -m gpu_conformance.gotools actionlint                  # build if needed, print the binary's path
+    python -m gpu_conformance.gotools nvidia-container-runtime
 
 `go install MODULE/cmd/NAME@VERSION` needs no go.mod of ours and fetches only through the Go module proxy;
 the binary lands in ~/.cache/gpu-operator-conformance/tools/NAME-VERSION/, so a version bump builds into a
@@ -39,6 +42,9 @@ class GoTool:
     version_args: tuple[str, ...]
     # Must appear in the output of version_args: proves the cached binary is the pinned one.
     version_text: str
+    ldflags: str = ""
+    # cgo needs a C compiler (gcc) at build time; the binary then links libc dynamically.
+    cgo: bool = False
 
     @property
     def dir_name(self) -> str:
@@ -46,7 +52,16 @@ class GoTool:
 
 
 ACTIONLINT = GoTool("actionlint", "github.com/rhysd/actionlint/cmd/actionlint", "v1.7.12", ("-version",), "1.7.12")
-TOOLS = {t.name: t for t in (ACTIONLINT,)}
+_NCT = "github.com/NVIDIA/nvidia-container-toolkit"
+_NCT_VERSION = "1.20.2"
+# cgo: the runtime's packages import go-nvml and internal/cuda, which have no cgo-free build (in CDI mode
+# neither is used at run time: no libnvidia-ml, no GPU). The -X is what NVIDIA's Makefile stamps; without it
+# `--version` says "unknown".
+NVIDIA_CONTAINER_RUNTIME = GoTool(
+    "nvidia-container-runtime", f"{_NCT}/cmd/nvidia-container-runtime", f"v{_NCT_VERSION}", ("--version",),
+    f"NVIDIA Container Runtime version {_NCT_VERSION}",
+    ldflags=f"-s -w -X {_NCT}/internal/info.version={_NCT_VERSION}", cgo=True)
+TOOLS = {t.name: t for t in (ACTIONLINT, NVIDIA_CONTAINER_RUNTIME)}
 
 
 def tools_dir() -> Path:
@@ -62,13 +77,20 @@ def _answers_version(path: Path, tool: GoTool) -> bool:
                              check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return out.returncode == 0 and tool.version_text in out.stdout + out.stderr
+    # The text alone, not the exit code: nvidia-container-runtime prints its version, then looks for runc and
+    # exits non-zero on a host without one.
+    return tool.version_text in out.stdout + out.stderr
 
 
-def _go_env(gobin: Path) -> dict[str, str]:
+def _go_env(gobin: Path, tool: GoTool) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(GOBIN=str(gobin), CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-trimpath")
+    env.update(GOBIN=str(gobin), CGO_ENABLED="1" if tool.cgo else "0", GOTOOLCHAIN="local", GOFLAGS="-trimpath")
     return env
+
+
+def _install_command(go: str, tool: GoTool) -> list[str]:
+    ldflags = [f"-ldflags={tool.ldflags}"] if tool.ldflags else []
+    return [go, "install", *ldflags, f"{tool.package}@{tool.version}"]
 
 
 def ensure_tool(tool: GoTool) -> Path:
@@ -81,6 +103,9 @@ def ensure_tool(tool: GoTool) -> Path:
     if go is None:
         raise GoMissingError(f"{tool.name} {tool.version} is not built and `go` is not on PATH "
                              f"(install Go from https://go.dev/dl)")
+    if tool.cgo and shutil.which(os.environ.get("CC") or "gcc") is None:
+        raise ToolBuildError(f"{tool.name} {tool.version} needs cgo and no C compiler is on PATH "
+                             f"(apt-get install gcc, or set CC)")
     # The sim binaries' lock: a second session waits for the first build instead of building too.
     with _build_lock(out_dir):
         if _answers_version(binary, tool):
@@ -89,18 +114,21 @@ def ensure_tool(tool: GoTool) -> Path:
         # Built into a temporary GOBIN inside out_dir, then renamed: an interrupted build never leaves a
         # half-written binary under the real name.
         with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmp:
-            cmd = [go, "install", f"{tool.package}@{tool.version}"]
+            cmd = _install_command(go, tool)
             started = time.monotonic()
             with open(log_path, "w") as log:
                 log.write(f"$ {' '.join(cmd)}\n")
                 log.flush()
-                proc = subprocess.run(cmd, env=_go_env(Path(tmp)), cwd=tmp, stdout=log, stderr=subprocess.STDOUT,
+                proc = subprocess.run(cmd, env=_go_env(Path(tmp), tool), cwd=tmp, stdout=log, stderr=subprocess.STDOUT,
                                       check=False)
             built = Path(tmp) / tool.name
-            if proc.returncode != 0 or not _answers_version(built, tool):
+            if proc.returncode != 0:
                 lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
                 raise ToolBuildError(f"`go install {tool.package}@{tool.version}` failed (exit {proc.returncode}); "
                                      f"see {log_path}: {lines[-1][:200] if lines else 'no output'}")
+            if not _answers_version(built, tool):
+                raise ToolBuildError(f"built {tool.name}, but `{tool.name} {' '.join(tool.version_args)}` does not "
+                                     f"print {tool.version_text!r}")
             os.replace(built, binary)
         print(f"built {tool.name} {tool.version} in {time.monotonic() - started:.0f} s: {binary}", file=sys.stderr)
     return binary

@@ -61,8 +61,9 @@ def test_runtime_injects_the_gpu_named_by_uuid_and_passes_through_to_runc(bin_di
     assert rc == 0, out
     assert out.strip() == f"runc --root /r create --bundle {tmp_path / 'bundle'} c1"
     assert [d["path"] for d in config["linux"]["devices"]] == ["/dev/nvidiactl", "/dev/nvidia1"]
-    assert {(r.get("major"), r.get("minor")) for r in config["linux"]["resources"]["devices"] if r["allow"]} == \
-        {(195, 255), (195, 1)}
+    # The access the CDI spec gives (NVIDIA's runtime does the same: tests/test_real_nvidia_runtime.py).
+    assert [(r.get("major"), r.get("minor"), r["access"]) for r in config["linux"]["resources"]["devices"]
+            if r["allow"]] == [(195, 255, "rw"), (195, 1, "rw")]
     assert {m["destination"] for m in config["mounts"]} == {"/proc", "/usr/bin/nvidia-smi", "/etc/fake-gpu/gpus"}
     # Legacy mode: the variable stays as the device plugin set it (CDI injection would leave 'void').
     assert f"NVIDIA_VISIBLE_DEVICES={uuid}" in config["process"]["env"]
@@ -72,9 +73,17 @@ def test_runtime_all_gives_every_gpu_and_void_or_unset_changes_nothing(bin_dir: 
                                                                        tmp_path: Path) -> None:
     _, _, config = _runtime(bin_dir, node, tmp_path, ["NVIDIA_VISIBLE_DEVICES=all"], "create", "-b", "@B", "c")
     assert [d["path"] for d in config["linux"]["devices"]] == ["/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1"]
-    for env in (["NVIDIA_VISIBLE_DEVICES=void"], []):
+    # A legacy CUDA image (CUDA_VERSION, no NVIDIA_REQUIRE_CUDA) that leaves the variable unset gets every GPU.
+    _, _, config = _runtime(bin_dir, node, tmp_path, ["CUDA_VERSION=12.6.0"], "create", "-b", "@B", "c")
+    assert [d["path"] for d in config["linux"]["devices"]] == ["/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1"]
+    for env in (["NVIDIA_VISIBLE_DEVICES=void"], [], ["NVIDIA_VISIBLE_DEVICES=0,void"],
+                ["CUDA_VERSION=12.6.0", "NVIDIA_REQUIRE_CUDA=cuda>=12.6"]):
         rc, _, config = _runtime(bin_dir, node, tmp_path, env, "create", "--bundle", "@B", "c")
-        assert rc == 0 and "devices" not in config["linux"] and len(config["mounts"]) == 1
+        assert rc == 0 and "devices" not in config["linux"] and len(config["mounts"]) == 1, env
+    # "none": the driver without a GPU (legacy mode's meaning).
+    _, _, config = _runtime(bin_dir, node, tmp_path, ["NVIDIA_VISIBLE_DEVICES=none"], "create", "-b", "@B", "c")
+    assert [d["path"] for d in config["linux"]["devices"]] == ["/dev/nvidiactl"]
+    assert {m["destination"] for m in config["mounts"]} == {"/proc", "/usr/bin/nvidia-smi", "/etc/fake-gpu/gpus"}
     # Not a create: nothing is read or changed.
     rc, out, _ = _runtime(bin_dir, node, tmp_path, ["NVIDIA_VISIBLE_DEVICES=all"], "delete", "c")
     assert rc == 0 and out.strip() == "runc delete c"

@@ -44,11 +44,18 @@ def _setup(bin_dir: Path, tmp_path: Path, node: str = "gpu-node-7", count: int =
 
 # ------------------------------------------------------------------------------- what the plugin writes
 
-def test_plugin_writes_the_cdi_spec_by_index_with_void_and_nvidia_smi(bin_dir: Path, tmp_path: Path) -> None:
+def test_plugin_writes_the_cdi_spec_by_index_uuid_and_all_with_void_and_nvidia_smi(bin_dir: Path,
+                                                                                   tmp_path: Path) -> None:
     spec = _setup(bin_dir, tmp_path, host_driver_root="/var/lib/fake-gpu")
-    assert spec["kind"] == "nvidia.com/gpu" and [d["name"] for d in spec["devices"]] == ["0", "1", "2"]
-    node = spec["devices"][1]["containerEdits"]["deviceNodes"][0]
+    # nvidia-ctk's default names (strategies index and uuid, and "all"): what NVIDIA_VISIBLE_DEVICES can say.
+    uuids = [gpu_uuid("gpu-node-7", i) for i in range(3)]
+    assert spec["kind"] == "nvidia.com/gpu"
+    assert [d["name"] for d in spec["devices"]] == ["0", uuids[0], "1", uuids[1], "2", uuids[2], "all"]
+    by_name = {d["name"]: d["containerEdits"]["deviceNodes"] for d in spec["devices"]}
+    node = by_name["1"][0]
     assert (node["path"], node["type"], node["major"], node["minor"]) == ("/dev/nvidia1", "c", 195, 1)
+    assert by_name[uuids[1]] == by_name["1"]
+    assert [n["path"] for n in by_name["all"]] == ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2"]
     edits = spec["containerEdits"]
     assert edits["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
     assert [d["path"] for d in edits["deviceNodes"]] == ["/dev/nvidiactl"]

@@ -1,0 +1,50 @@
+"""gotools: how a pinned Go tool is built and when a cached binary counts as the pinned one (no Go build here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpu_conformance import gotools
+from gpu_conformance.gotools import ACTIONLINT, NVIDIA_CONTAINER_RUNTIME
+
+
+def _script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_nvidia_runtime_is_built_with_cgo_and_stamped_with_its_version(tmp_path: Path) -> None:
+    cmd = gotools._install_command("go", NVIDIA_CONTAINER_RUNTIME)
+    assert cmd[-1] == "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-container-runtime@v1.20.2"
+    assert "-X github.com/NVIDIA/nvidia-container-toolkit/internal/info.version=1.20.2" in cmd[2]
+    assert gotools._go_env(tmp_path, NVIDIA_CONTAINER_RUNTIME)["CGO_ENABLED"] == "1"
+    assert gotools._install_command("go", ACTIONLINT) == ["go", "install", f"{ACTIONLINT.package}@v1.7.12"]
+    assert gotools._go_env(tmp_path, ACTIONLINT)["CGO_ENABLED"] == "0"
+
+
+def test_the_version_text_not_the_exit_code_identifies_a_binary(tmp_path: Path) -> None:
+    # What the runtime prints before it fails on a host without runc, and what an unstamped build prints.
+    stamped = _script(tmp_path / "a" / "nvidia-container-runtime",
+                      'echo "NVIDIA Container Runtime version 1.20.2"; exit 1')
+    unstamped = _script(tmp_path / "b" / "nvidia-container-runtime",
+                        'echo "NVIDIA Container Runtime version unknown"')
+    assert gotools._answers_version(stamped, NVIDIA_CONTAINER_RUNTIME)
+    assert not gotools._answers_version(unstamped, NVIDIA_CONTAINER_RUNTIME)
+
+
+def test_missing_go_or_c_compiler_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(gotools.GoMissingError, match="`go` is not on PATH"):
+        gotools.ensure_tool(NVIDIA_CONTAINER_RUNTIME)
+    # Go but no gcc: not GoMissingError (a test must not skip on it), and no build is started.
+    _script(tmp_path / "go-only" / "go", "echo should not run >&2; exit 3")
+    monkeypatch.setenv("PATH", str(tmp_path / "go-only"))
+    with pytest.raises(gotools.ToolBuildError, match="needs cgo and no C compiler") as err:
+        gotools.ensure_tool(NVIDIA_CONTAINER_RUNTIME)
+    assert not isinstance(err.value, gotools.GoMissingError)
