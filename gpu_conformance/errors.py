@@ -12,6 +12,12 @@ EXIT_USAGE = 4          # pytest's own usage-error code, so bad options look ali
 EXIT_CLUSTER_ACCESS = 3  # could not read the cluster (kubeconfig, API server, permissions)
 EXIT_NOT_INSTALLED = 6   # the GPU Operator is not installed (no ClusterPolicy CRD)
 EXIT_REGRESSION = 1      # `report history --fail-on-regression`: the newest night got worse (like "not conformant")
+# The suite itself failed (a bug, an answer it cannot read): pytest would say 3 ("internal error"), which is taken
+# by "cluster unreadable". The reports say ERROR or INCOMPLETE, never a verdict the run did not reach.
+EXIT_INTERNAL = 7
+# The reports could not be written (report directory full, gone or read-only mid-run; stdout closed): a verdict
+# nobody can read is not one, and "1" would claim a check failed.
+EXIT_OUTPUT = 8
 
 
 class ConformanceError(Exception):
@@ -41,6 +47,24 @@ class ClusterAccessError(ConformanceError):
 
 class OperatorNotInstalled(ConformanceError):
     exit_code = EXIT_NOT_INSTALLED
+
+
+class InternalError(ConformanceError):
+    """Something the suite did not expect (a bug, an API answer of a shape it cannot read): no verdict."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class OutputError(ConformanceError):
+    """The reports could not be written or the terminal is gone."""
+
+    exit_code = EXIT_OUTPUT
+
+
+def internal_error(exc: BaseException, where: str) -> InternalError:
+    """One line for an unexpected exception: where it happened, its type and its first line."""
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return InternalError(f"internal error {where}: {type(exc).__name__}" + (f": {first}" if first else ""))
 
 
 def cli_main(action: Callable[[], object]) -> int:

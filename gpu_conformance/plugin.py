@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,14 @@ import pytest
 
 from gpu_conformance import pytest_reporting
 from gpu_conformance.control_chars import printable
-from gpu_conformance.errors import ConformanceError, UsageError
+from gpu_conformance.errors import (
+    EXIT_OUTPUT,
+    ConformanceError,
+    InternalError,
+    OutputError,
+    UsageError,
+    internal_error,
+)
 from gpu_conformance.model import LAYER_ORDER, Layer, Status
 from gpu_conformance.settings import Settings, load_config_file
 from gpu_conformance.signals import install_sigterm, restore_sigterm
@@ -155,6 +163,25 @@ def _usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
     return pytest.UsageError(message)
 
 
+def _output_error(e: OSError, where: str) -> OutputError:
+    """One line for a report that could not be written (ENOSPC, a vanished or read-only directory, EPIPE)."""
+    name = f" ({e.filename})" if getattr(e, "filename", None) else ""
+    return OutputError(f"cannot write {where}{name}: {e.strerror or e}")
+
+
+def _save_traceback(report_dir: Path, text: str) -> Path | None:
+    """The traceback of an internal error, for a bug report; kept out of the terminal and the reports."""
+    from gpu_conformance.report.redact import redact_text
+
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        path = report_dir / "internal-error.txt"
+        path.write_text(redact_text(text), encoding="utf-8")
+        return path
+    except OSError:
+        return None
+
+
 def _write_failed_run(report_dir: Path | str, run_id: str, exit_code: int, message: str,
                       junit: Path | str | None) -> dict[str, Path]:
     from gpu_conformance.report.failed_run import write_failed_run
@@ -191,6 +218,8 @@ class ConformanceSession:
         self.error: ConformanceError | None = None
         # The probe lost the cluster after the read: the run still reports, then exits with this error's code.
         self.probe_error: ConformanceError | None = None
+        # An exception pytest reported as INTERNALERROR (in a hook, ours or another plugin's): no verdict.
+        self.internal: InternalError | None = None
         self.result: RunResult | None = None
         self.reports: dict[str, Path] = {}
 
@@ -220,10 +249,11 @@ class ConformanceSession:
         self.run = run
         try:
             run.start()
-        except ConformanceError as e:
+        except (ConformanceError, Exception) as e:
             run.close()
-            self.run, self.error = None, e
-            self._say("", f"gpu-conformance: {e}", red=True, bold=True)
+            err = e if isinstance(e, ConformanceError) else internal_error(e, "while reading the cluster")
+            self.run, self.error = None, err
+            self._say("", f"gpu-conformance: {err}", red=True, bold=True)
             return True  # run no test; pytest_sessionfinish sets the exit code
         install_sigterm()  # again: booting the simulated cluster installs a handler of its own
         if Layer.PROBE in run.layers_selected:
@@ -237,7 +267,13 @@ class ConformanceSession:
             self._say("", "gpu-conformance: probing the GPU nodes that passed the earlier layers ...")
         try:
             run.run_probe()
-        except ConformanceError as e:
+        except (ConformanceError, Exception) as e:
+            # Whatever ended the probe, its layer cannot pass: the probe's observations say aborted (INCOMPLETE).
+            if not isinstance(e, ConformanceError):
+                e = internal_error(e, "in the probe")
+            if run.probe_run is not None and not run.probe_run.aborted:
+                run.probe_run.aborted = str(e)
+                run.forget_verdict()
             self.probe_error = e
             self._say(f"gpu-conformance: {e}" + (f" ({run.probe_cleanup})" if run.probe_cleanup and
                                                  run.probe_cleanup not in str(e) else ""), red=True, bold=True)
@@ -249,21 +285,65 @@ class ConformanceSession:
         """Lines for the terminal (stderr when pytest runs without its terminal reporter, e.g. -p no:terminal)."""
         tr = self._terminal()
         for line in lines:
-            if tr is not None:
-                tr.write_line(line, **(markup if line else {}))
-            elif line:
-                print(line, file=sys.stderr)
+            try:
+                if tr is not None:
+                    tr.write_line(line, **(markup if line else {}))
+                elif line:
+                    print(line, file=sys.stderr)
+            except (OSError, ValueError):
+                # The terminal is gone (`| head` exited, a closed ssh session): the reports still say it all.
+                with contextlib.suppress(OSError, ValueError):
+                    print(line, file=sys.stderr)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
         outcome = yield
         pytest_reporting.add_html_evidence(item, outcome.get_result())
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Reports and the exit code. Runs last: after junitxml wrote junit.xml (a failed run replaces it)."""
-        settings, error, run = self.settings, self.error, self.run
+    def pytest_internalerror(self, excrepr: Any, excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
+        """An exception in a hook: one line (the traceback goes to a file in the report dir), and the session
+        ends with exit 7 and reports that say ERROR, never the green of the layers read before it."""
+        self.internal = internal_error(excinfo.value, "during the run")
+        where = _save_traceback(Path(self.settings.report_dir), str(excrepr))
+        self._say(f"gpu-conformance: {self.internal}" + (f" (traceback: {where})" if where else ""),
+                  red=True, bold=True)
+        return True  # pytest prints no INTERNALERROR traceback
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        """Reports and the exit code, after every other plugin's sessionfinish (junitxml wrote junit.xml: a
+        failed run replaces it). A wrapper, so that another writer's failure (junit.xml on a full disk) is one
+        line and exit 8 rather than a traceback, and this run's own reports are still attempted."""
+        others: OutputError | None = None
+        try:
+            yield
+        except OSError as e:
+            others = _output_error(e, "a report")
+        try:
+            self._finish(session, exitstatus)
+        except OSError as e:
+            self._fail_output(session, _output_error(e, str(self.settings.report_dir)))
+        except Exception as e:
+            self.internal = internal_error(e, "while writing the reports")
+            self._say(f"gpu-conformance: {self.internal}", red=True, bold=True)
+            try:
+                self._finish(session, exitstatus)
+            except OSError as e2:
+                self._fail_output(session, _output_error(e2, str(self.settings.report_dir)))
+        if others is not None and session.exitstatus != EXIT_OUTPUT:
+            self._fail_output(session, others)
+
+    def _fail_output(self, session: pytest.Session, e: OutputError) -> None:
+        """The reports cannot be written: one line, exit 8; the run's own cleanup has run already."""
+        session.exitstatus = e.exit_code
+        self.result = None
+        self._say(f"gpu-conformance: {e}", red=True, bold=True)
+
+    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
+        settings, error, run = self.settings, self.error or self.internal, self.run
         if error is not None:
+            if run is not None:
+                run.close()
             session.exitstatus = error.exit_code
             # After pytest's junitxml (this hook runs last): its empty green suite is replaced by the error.
             self.reports = _write_failed_run(

@@ -29,7 +29,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_expone
 from gpu_conformance.checks.probe_checks import gpu_resource_for, gpus_in_use, plan_probe, settled, unschedulable
 from gpu_conformance.cluster.connect import Connection, raw_request
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.errors import ClusterAccessError, UsageError
+from gpu_conformance.errors import ClusterAccessError, ConformanceError, UsageError, internal_error
 from gpu_conformance.probe_observations import Leftover, PodObservation, ProbeObservations
 from gpu_conformance.probe_output import PROBE_SCRIPT
 from gpu_conformance.settings import Settings
@@ -57,6 +57,9 @@ PER_NODE_LISTS_MAX = 2 * CONCURRENCY
 API_OUTAGE_BOUND = 30.0
 CLEANUP_BOUND = 60.0
 REQUEST_TIMEOUT = (5, 30)
+# A paged LIST whose continue token expired (410 Gone) starts again from the first page, as client-go's pager
+# does; a cluster churning so fast that every attempt expires ends the probe after this many.
+RELIST_ATTEMPTS = 3
 
 
 class ProbeApiError(Exception):
@@ -302,6 +305,19 @@ class Probe:
         except ClusterAccessError as e:
             obs.aborted = obs.aborted or str(e)
             raise
+        except ProbeApiError as e:
+            # An answer the loop has no rule for (400, 404 on a list, 410 after relisting, an aggregated API's
+            # error): the probe cannot speak for the nodes. Said in the API's own words, exit 3, INCOMPLETE.
+            obs.aborted = obs.aborted or f"the API server refused a probe request: {e}"
+            raise ClusterAccessError(obs.aborted, status=e.status) from None
+        except ConformanceError:
+            raise
+        except Exception as e:
+            # A bug must not end in a traceback and a green report: INCOMPLETE, one line, exit 7.
+            err = internal_error(e, "in the probe")
+            log.debug("probe internal error", exc_info=True)
+            obs.aborted = obs.aborted or str(err)
+            raise err from None
         finally:
             if obs.namespace:
                 with signals_deferred():
@@ -328,17 +344,26 @@ class Probe:
 
             with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
                 return {n: r for part in pool.map(on_node, nodes) for n, r in part.items()}
-        used: dict[str, dict[str, int]] = {}
         query = [("fieldSelector", running), ("limit", str(PAGE_SIZE))]
-        token = ""
-        while True:
-            page = self.api.json("GET", "/api/v1/pods", query + ([("continue", token)] if token else []))
-            for node, res in gpus_in_use(page.get("items") or []).items():
-                for k, v in res.items():
-                    used.setdefault(node, {})[k] = used.get(node, {}).get(k, 0) + v
-            token = (page.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return used
+        for attempt in range(1, RELIST_ATTEMPTS + 1):
+            used: dict[str, dict[str, int]] = {}
+            token = ""
+            try:
+                while True:
+                    page = self.api.json("GET", "/api/v1/pods", query + ([("continue", token)] if token else []))
+                    for node, res in gpus_in_use(page.get("items") or []).items():
+                        for k, v in res.items():
+                            used.setdefault(node, {})[k] = used.get(node, {}).get(k, 0) + v
+                    token = (page.get("metadata") or {}).get("continue") or ""
+                    if not token:
+                        return used
+            except ProbeApiError as e:
+                # 410 Gone: the continue token expired (etcd compacted past it). Pages already counted belong
+                # to an older resourceVersion, so the count starts again from the first page.
+                if e.status != 410 or attempt == RELIST_ATTEMPTS:
+                    raise
+                log.debug("pod list expired (410), listing again from the start (%d/%d)", attempt, RELIST_ATTEMPTS)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     # ---- create ----------------------------------------------------------------------------
     def _ns_path(self) -> str:

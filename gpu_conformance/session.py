@@ -112,6 +112,10 @@ class ConformanceRun:
                                    self.layers_judged())
         return self._verdict
 
+    def forget_verdict(self) -> None:
+        """The observations changed after the verdict was taken (the probe was cut short): decide again."""
+        self._verdict = None
+
     def layers_judged(self) -> list[Layer]:
         """The selected layers; with the probe, every earlier layer too: it chose the probe's nodes."""
         if Layer.PROBE in self.layers_selected:

@@ -247,23 +247,29 @@ def test_interrupted_or_refused_probe_is_incomplete_never_a_failure() -> None:
     assert f.node is None and f.evidence["transient"] and "denied by policy x" in f.message
 
 
-def test_sigterm_raises_terminated_and_cleanup_is_not_cut_short() -> None:
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_raises_terminated_and_cleanup_is_not_cut_short(signame: str) -> None:
+    # SIGHUP (a closed terminal or ssh session, issue 26) was fatal at once: no report, probe pods left behind.
     import os
     import signal
 
-    from gpu_conformance.signals import Terminated, install_sigterm, restore_sigterm, signals_deferred
+    from gpu_conformance.signals import Terminated, install_sigterm, interruption, restore_sigterm, signals_deferred
 
+    signum = getattr(signal, signame)
+    before = signal.getsignal(signum)
     install_sigterm()
     try:
-        with pytest.raises(Terminated):
-            os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(Terminated) as exc:
+            os.kill(os.getpid(), signum)
             time.sleep(1)
+        assert interruption(exc.value) == f"interrupted by {signame}"
         with signals_deferred() as got:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signum)
             time.sleep(0.1)
-        assert got == [signal.SIGTERM]
+        assert got == [signum]
     finally:
         restore_sigterm()
+    assert signal.getsignal(signum) == before
 
 
 def _pods_server(pods: list[dict]):  # noqa: ANN202 - a fake raw_request

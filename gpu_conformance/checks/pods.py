@@ -64,9 +64,19 @@ def app_pod(snapshot: ClusterSnapshot, app: str, node: str) -> Obj | None:
     return snapshot.labelled_pod_on_node({"app": app}, node)
 
 
+# One log line quoted in a finding at most this long: a finding is read by a person, in a terminal too.
+LOG_LINE_CHARS = 500
+
+
 def last_log(snapshot: ClusterSnapshot, pod: Obj, container: str) -> str:
     text = snapshot.logs.get((name_of(pod), container)) or ""
-    return "\n".join(text.rstrip().splitlines()[-LOG_LINES:])
+    return "\n".join(_clip(line) for line in text.rstrip().splitlines()[-LOG_LINES:])
+
+
+def _clip(line: str) -> str:
+    if len(line) <= LOG_LINE_CHARS:
+        return line
+    return f"{line[:LOG_LINE_CHARS]}… ({len(line) - LOG_LINE_CHARS} more characters)"
 
 
 def plural(n: int, word: str) -> str:

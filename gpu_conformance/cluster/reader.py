@@ -32,6 +32,9 @@ MAX_LOG_READS = 20
 # rbac.yaml ships in the package; this is how a user without a clone of the repository applies it.
 APPLY_RBAC = "gpu-conformance rbac | kubectl apply -f -"
 LOG_TAIL_LINES = 20
+# tailLines alone does not bound a read: one 5 MB log line gave a 33 MB pytest.html. The API server stops at
+# limitBytes, so nothing beyond it reaches memory or a report.
+LOG_LIMIT_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -268,8 +271,12 @@ class ClusterReader:
                 with self._lock:
                     self.requests += 1
                 data = raw_request(self.conn.api, "GET", f"/api/v1/namespaces/{ns}/pods/{pod}/log",
-                                   [("container", container), ("tailLines", str(LOG_TAIL_LINES))])
-                return key, data.decode("utf-8", "replace")
+                                   [("container", container), ("tailLines", str(LOG_TAIL_LINES)),
+                                    ("limitBytes", str(LOG_LIMIT_BYTES))])
+                text = data[:LOG_LIMIT_BYTES].decode("utf-8", "replace")
+                if len(data) >= LOG_LIMIT_BYTES:
+                    text += f"\n<log cut at {LOG_LIMIT_BYTES} bytes>"
+                return key, text
             except API_ERRORS as e:
                 # Logs are evidence, not a requirement: a missing log must not end the run.
                 return key, f"<logs unavailable: {getattr(e, 'reason', e)}>"

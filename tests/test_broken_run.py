@@ -1,0 +1,278 @@
+"""Never a green report from a broken run (issue 26): a crash, an API answer the probe has no rule for, a signal,
+a report that cannot be written — each ends with its own exit code and one line, and the reports say ERROR or
+INCOMPLETE, never the verdict of the layers read before it.
+
+Runs the plugin in-process on factory data (no cluster): the failure is injected where it happens in real runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+import gpu_conformance.probe as probe_mod
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.errors import EXIT_CLUSTER_ACCESS, EXIT_INTERNAL, EXIT_OUTPUT, ClusterAccessError
+from gpu_conformance.session import ConformanceRun
+from gpu_conformance.settings import Settings
+
+ALL_LAYERS = """
+from gpu_conformance.model import LAYER_ORDER
+from gpu_conformance.plugin import layer_params
+import pytest
+
+@pytest.mark.parametrize("check_id", [p for layer in LAYER_ORDER for p in layer_params(layer)])
+def test_check(check_id, conformance, request):
+    conformance.check(check_id, request)
+"""
+
+# ConformanceRun.start on factory data: a healthy cluster, so every layer before the probe passes and only the
+# injected failure can keep the verdict from CONFORMANT. `INJECT` is appended per test.
+FAKE_START = """
+from types import SimpleNamespace
+import factory
+from gpu_conformance import catalogue
+from gpu_conformance.session import ConformanceRun
+import gpu_conformance.probe as probe_mod
+
+def start(self):
+    self.snapshot = factory.healthy_snapshot()
+    self.conn = SimpleNamespace(api=None, server="https://fake", user="u", close=lambda: None)
+    self.probe_namespace = ("gpu-conformance-probe", "shared")
+    for check in catalogue.all_checks():
+        if check.func is not None:
+            self.findings.extend(check.run(self.snapshot, self.settings))
+
+ConformanceRun.start = start
+"""
+
+
+@pytest.fixture
+def inprocess(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - a runner
+    """Run `pytest --cluster` in this process with FAKE_START + `inject`; returns (result, report dir)."""
+    # The conftest replaces these in this very process: put them back after the test.
+    monkeypatch.setattr(ConformanceRun, "start", ConformanceRun.start)
+    for name in ("_gpus_in_use", "_create_pods", "_wait", "_capture_logs", "_cleanup"):
+        monkeypatch.setattr(probe_mod.Probe, name, getattr(probe_mod.Probe, name))
+    from gpu_conformance.report import json_report
+
+    monkeypatch.setattr(json_report, "write_json", json_report.write_json)
+
+    def run(inject: str, *args: str) -> tuple[pytest.RunResult, Path]:
+        pytester.makeconftest(FAKE_START + inject)
+        pytester.makepyfile(test_layers=ALL_LAYERS)
+        reports = pytester.path / "reports"
+        result = pytester.runpytest_inprocess("--cluster", f"--report-dir={reports}", "-p", "no:cacheprovider",
+                                              *args)
+        return result, reports
+
+    return run
+
+
+def verdict_of(reports: Path) -> str:
+    return json.loads((reports / "conformance.json").read_text())["verdict"]
+
+
+# Healthy probe I/O, so that the baseline run below is CONFORMANT and each failure is the only difference.
+HEALTHY_PROBE = """
+def _create(self):
+    pass
+
+def _wait(self):
+    for p in self.obs.pods.values():
+        p.pod = {"spec": {"nodeName": p.node}, "status": {"phase": "Succeeded",
+                 "containerStatuses": [{"state": {"terminated": {"exitCode": 0}}}]}}
+
+def _logs(self):
+    for i, p in enumerate(self.obs.pods.values()):
+        uuid = f"GPU-0000000{i}-0000-0000-0000-000000000000"
+        p.logs = (f"== nvidia-smi -L\\nGPU 0: NVIDIA A100-SXM4-80GB (UUID: {uuid})\\n"
+                  "rc=0\\n== env\\nNVIDIA_VISIBLE_DEVICES=void\\n== devices\\n/dev/nvidia0\\n/dev/nvidiactl\\n"
+                  "== cdi\\nnvidia.yaml\\n== end\\n")
+
+def _cleanup(self):
+    self.obs.deleted = True
+
+probe_mod.Probe._gpus_in_use = lambda self, nodes: {}
+probe_mod.Probe._create_pods = _create
+probe_mod.Probe._wait = _wait
+probe_mod.Probe._capture_logs = _logs
+probe_mod.Probe._cleanup = _cleanup
+"""
+
+
+def test_the_fake_run_is_conformant_without_a_fault(inprocess) -> None:
+    # The control: the same run without an injected failure reaches CONFORMANT, so the tests below can fail.
+    result, reports = inprocess(HEALTHY_PROBE)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert verdict_of(reports) == "CONFORMANT"
+
+
+def test_410_on_the_probe_pod_list_is_incomplete_exit_3_not_a_traceback(inprocess) -> None:
+    # Issue 26 HIGH: an expired continue token on the paged pod LIST ended in INTERNALERROR and CONFORMANT.
+    result, reports = inprocess(HEALTHY_PROBE + """
+def gone(self, nodes):
+    raise probe_mod.ProbeApiError(410, "The provided continue parameter is too old")
+probe_mod.Probe._gpus_in_use = gone
+""")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == EXIT_CLUSTER_ACCESS, out[-3000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out
+    assert "continue parameter is too old" in out
+    assert verdict_of(reports) == "INCOMPLETE"
+
+
+def test_a_bug_in_the_probe_is_incomplete_and_exit_7(inprocess) -> None:
+    result, reports = inprocess(HEALTHY_PROBE + """
+def broken(self):
+    raise KeyError("status")
+probe_mod.Probe._wait = broken
+""")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == EXIT_INTERNAL, out[-3000:]
+    assert "internal error in the probe: KeyError" in out and "Traceback" not in out
+    assert verdict_of(reports) == "INCOMPLETE"
+    data = json.loads((reports / "conformance.json").read_text())
+    assert "internal error" in data["probe"]["aborted"]
+
+
+def test_a_crash_in_a_hook_writes_error_reports_and_exit_7(inprocess) -> None:
+    # Any INTERNALERROR (here: a hook that raises after every check passed) must not leave a green report.
+    result, reports = inprocess(HEALTHY_PROBE + """
+def pytest_runtest_logfinish(nodeid, location):
+    if "PRB" in nodeid:
+        raise RuntimeError("a plugin broke")
+""")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == EXIT_INTERNAL, out[-3000:]
+    # pytest's terminal reporter still prints the foreign plugin's traceback; ours adds the one line to act on.
+    assert "internal error during the run: RuntimeError: a plugin broke" in out
+    assert verdict_of(reports) == "ERROR"
+    assert "a plugin broke" in (reports / "internal-error.txt").read_text()
+
+
+def test_a_crash_while_reading_is_one_line_and_exit_7(inprocess) -> None:
+    result, reports = inprocess("""
+def start2(self):
+    raise TypeError("'int' object is not subscriptable")
+ConformanceRun.start = start2
+""")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == EXIT_INTERNAL, out[-3000:]
+    assert "internal error while reading the cluster: TypeError" in out and "Traceback" not in out
+    assert verdict_of(reports) == "ERROR"
+
+
+def test_reports_that_cannot_be_written_are_exit_8_and_the_probe_is_cleaned_up(inprocess) -> None:
+    # ENOSPC while writing conformance.json: was a traceback and exit 1 ("not conformant").
+    result, _ = inprocess(HEALTHY_PROBE + """
+import errno
+from gpu_conformance.report import json_report
+CLEANED = []
+def full(result, report_dir):
+    raise OSError(errno.ENOSPC, "No space left on device", str(report_dir / "conformance.json"))
+json_report.write_json = full
+def _cleanup(self):
+    self.obs.deleted = True
+    print("PROBE-CLEANED")
+probe_mod.Probe._cleanup = _cleanup
+""", "-s")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == EXIT_OUTPUT, out[-3000:]
+    assert "No space left on device" in out and "Traceback" not in out
+    assert "PROBE-CLEANED" in out
+
+
+# ---- unit level -------------------------------------------------------------------------------------------------
+
+def _pod(node: str, gpus: int) -> dict[str, Any]:
+    return {"spec": {"nodeName": node, "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": "Running"}}
+
+
+def _paging_server(pods: list[dict[str, Any]], expire: int):  # noqa: ANN202 - a fake raw_request
+    """Pages of a pod LIST; the first `expire` requests that carry a continue token get 410 Gone."""
+    left = [expire]
+
+    def request(api: object, method: str, path: str, query: list | None = None, *_: object, **__: object) -> bytes:
+        q = dict(query or [])
+        if q.get("continue") and left[0] > 0:
+            left[0] -= 1
+            raise ApiException(status=410, reason="Gone")
+        start = int(q.get("continue") or 0)
+        end = start + int(q["limit"])
+        return json.dumps({"metadata": {"continue": str(end) if end < len(pods) else ""},
+                           "items": pods[start:end]}).encode()
+
+    return request
+
+
+def _probe(monkeypatch: pytest.MonkeyPatch, pods: list[dict[str, Any]], expire: int) -> probe_mod.Probe:
+    monkeypatch.setattr(probe_mod, "raw_request", _paging_server(pods, expire))
+    conn: Any = SimpleNamespace(api=None, server="https://x", user="u")
+    return probe_mod.Probe(conn, Settings(run_id="r"), ClusterSnapshot())
+
+
+def test_an_expired_continue_token_lists_again_from_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    pods = [_pod(f"n{i}", 1) for i in range(1200)]
+    nodes = [f"n{i}" for i in range(100)]  # many nodes: the paged path
+    p = _probe(monkeypatch, pods, expire=1)
+    used = p._gpus_in_use(nodes)
+    # Counted once each, not twice (the pages before the 410 are thrown away).
+    assert used["n0"] == {"nvidia.com/gpu": 1} and sum(v["nvidia.com/gpu"] for v in used.values()) == 1200
+    assert p.api.requests == 2 + 3  # first page, the 410, then all three pages again
+
+
+def test_a_token_that_keeps_expiring_ends_the_probe_in_its_own_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    pods = [_pod(f"n{i}", 1) for i in range(1200)]
+    p = _probe(monkeypatch, pods, expire=10)
+    with pytest.raises(ClusterAccessError, match="HTTP 410") as exc:
+        p.run([f"n{i}" for i in range(100)])
+    assert exc.value.exit_code == EXIT_CLUSTER_ACCESS
+    assert "410" in p.obs.aborted and p.api.requests == 2 * probe_mod.RELIST_ATTEMPTS
+
+
+def test_operand_logs_are_read_with_a_byte_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One 5 MB log line gave a 33 MB pytest.html: the read is bounded by the API server (limitBytes).
+    import gpu_conformance.cluster.reader as reader
+
+    asked: list[dict[str, str]] = []
+
+    def raw(api: object, method: str, path: str, query: list | None = None, *_: object, **__: object) -> bytes:
+        q = dict(query or [])
+        asked.append(q)
+        return b"x" * min(int(q.get("limitBytes") or 5_000_000), 5_000_000)
+
+    monkeypatch.setattr(reader, "raw_request", raw)
+    from check_runner import N1
+    from factory import healthy_snapshot, pod_for, stuck_init
+
+    DRIVER = "nvidia-driver-daemonset"
+
+    snap = healthy_snapshot()
+    pod = pod_for(snap, DRIVER, N1)
+    stuck_init(pod, "k8s-driver-manager")
+    r = reader.ClusterReader(SimpleNamespace(api=None, server="https://x", context="c", user="u"))  # type: ignore[arg-type]
+    logs = r._stuck_container_logs("gpu-operator", snap.pods)
+    assert asked and all(q["limitBytes"] == str(reader.LOG_LIMIT_BYTES) for q in asked)
+    text = logs[(pod["metadata"]["name"], "k8s-driver-manager")]
+    assert len(text) < reader.LOG_LIMIT_BYTES + 100 and text.endswith(f"<log cut at {reader.LOG_LIMIT_BYTES} bytes>")
+
+
+def test_a_long_log_line_is_clipped_in_the_finding() -> None:
+    from check_runner import N1, only_node
+    from factory import healthy_snapshot, pod_for, stuck_init
+
+    from gpu_conformance.checks.pods import LOG_LINE_CHARS
+    DRIVER = "nvidia-driver-daemonset"
+
+    snap = healthy_snapshot()
+    stuck_init(pod_for(snap, DRIVER, N1), "k8s-driver-manager", snapshot=snap,
+               log="starting\n" + "E" * 16_000 + "\n")
+    f = only_node("DRV-002", snap)
+    assert len(f.message) < LOG_LINE_CHARS + 1000 and "(15500 more characters)" in f.message
