@@ -19,9 +19,17 @@ _ESCAPE_SEQUENCE = re.compile(
     r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"                           # CSI params intermediates final
     r"|\x1b[ -/]*[0-~]?"                                            # ESC (intermediates) final
 )
-# Whatever control character remains (C0 but tab and newline, DEL, C1) and the Unicode bidi overrides that
-# reorder what is shown, is made visible as an escape instead of acting.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Whatever control character remains (C0 but tab and newline, DEL, C1) is made visible as an escape instead of
+# acting, and so is every Unicode format character (category Cf: bidi marks, embeddings and isolates that
+# reorder what is shown, RLM, zero-width joiners and spaces, the BOM, tag characters) and the line and paragraph
+# separators (U+2028, U+2029) that break a "one line" message on some terminals. The ranges are Unicode 14's
+# Cf/Zl/Zp; tests/test_terminal_injection.py holds them against the running Python's unicodedata.
+_FORMAT_RANGES = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + _FORMAT_RANGES + "]")
 _SEQUENCE_START = re.compile(r"[\x1b\x90-\x9f]")
 
 
@@ -43,4 +51,6 @@ def printable(text: str, keep_newlines: bool = True) -> str:
 
 def _visible(m: re.Match[str]) -> str:
     c = m.group(0)
-    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    if ord(c) < 0x100:
+        return f"\\x{ord(c):02x}"
+    return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"

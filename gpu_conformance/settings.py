@@ -9,8 +9,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpu_conformance.errors import UsageError
 
 DEFAULT_PROBE_IMAGE = "nvcr.io/nvidia/cuda:12.6.0-base-ubuntu22.04"
@@ -98,17 +96,12 @@ class Settings:
 
 def load_config_file(path: str) -> dict[str, Any]:
     """Read --conformance-config: keys are option names with '-' or '_'."""
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"--conformance-config {path}: no such file")
+    from gpu_conformance.input_files import CONFIG_LIMIT, InputFileError, read_text, safe_yaml
+
     try:
-        data = yaml.safe_load(p.read_bytes().decode("utf-8")) or {}
-    except UnicodeDecodeError:
-        raise UsageError(f"--conformance-config {path}: not a YAML text file (not UTF-8)") from None
-    except OSError as e:
-        raise UsageError(f"--conformance-config {path}: cannot read ({e.strerror or e})") from None
-    except yaml.YAMLError as e:
-        raise UsageError(f"--conformance-config {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+        data = safe_yaml(read_text(path, CONFIG_LIMIT, 'YAML'), path) or {}
+    except InputFileError as e:
+        raise UsageError(f"--conformance-config {e}") from None
     if not isinstance(data, dict):
         raise UsageError(f"--conformance-config {path}: expected a mapping of option: value")
     known = {f.name for f in fields(Settings)}
@@ -120,5 +113,26 @@ def load_config_file(path: str) -> dict[str, Any]:
         # YAML 1.1 reads a bare yes/no as a boolean; --expect-cdi means the words.
         if name == "expect_cdi" and isinstance(value, bool):
             value = "yes" if value else "no"
+        expected = CONFIG_TYPES.get(name, (str,))
+        # bool is an int in Python: `probe-timeout: yes` is not a number of seconds.
+        if value is not None and (not isinstance(value, expected) or
+                                  (isinstance(value, bool) and bool not in expected)):
+            names = " or ".join(dict.fromkeys(TYPE_WORDS[t] for t in expected))
+            raise UsageError(f"--conformance-config {path}: {key} must be {names}, not "
+                             f"{TYPE_WORDS.get(type(value), type(value).__name__)} {_short(value)}")
         out[name] = value
     return out
+
+
+# What each option may be in a config file (all others: a string). The command line gives strings only.
+CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "probe_timeout": (int, float, str), "probe_gpus": (int,), "no_probe": (bool,), "probe_nodes": (str, int),
+    "extra": (dict,),
+}
+TYPE_WORDS = {str: "a string", int: "a number", float: "a number", bool: "true or false", dict: "a mapping",
+              list: "a list", type(None): "empty"}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -253,3 +253,46 @@ def test_binary_builder_entry_points_fail_in_one_line(tmp_path: Path, monkeypatc
     assert binaries.main([]) == binaries.BinariesError.exit_code
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error: ") and err.count("\n") == 1 and str(tmp_path) in err
+
+
+# ---- bounded input files (issue 26) -----------------------------------------------------------------------------
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)) + \
+    "expect-driver: *i\n"
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (ALIAS_BOMB, "anchors and aliases"),
+    ("x: " + "[" * 200 + "]" * 200 + "\n", "nested more than 64"),
+    ("gpu-node-selector: 5\n", "gpu-node-selector must be a string, not a number 5"),
+    ("probe-timeout: yes\n", "probe-timeout must be a number or a string, not true or false True"),
+    ("no-probe: maybe\n", "no-probe must be true or false, not a string 'maybe'"),
+    ("expect-driver: [host]\n", "expect-driver must be a string, not a list"),
+])
+def test_config_files_are_bounded_and_typed(tmp_path: Path, content: str, words: str) -> None:
+    # A billion-laughs config grew to 2.8 GB; `gpu-node-selector: 5` ended in INTERNALERROR.
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(content)
+    with pytest.raises(UsageError, match=re.escape(words)):
+        load_config_file(str(cfg))
+
+
+@pytest.mark.parametrize("option", ["--conformance-config", "--baseline"])
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_input_files_that_are_not_small_regular_files_are_refused_at_once(tmp_path: Path, option: str,
+                                                                          kind: str) -> None:
+    # `--baseline=/dev/zero` ended in MemoryError, a FIFO hung the run.
+    import os
+
+    if kind == "fifo":
+        path, words = tmp_path / "fifo", "not a regular file"
+        os.mkfifo(path)
+    elif kind == "device":
+        path, words = Path("/dev/zero"), "not a regular file"
+    else:
+        path, words = tmp_path / "huge", "more than the"
+        with path.open("wb") as f:  # sparse: no disk used
+            f.truncate(300 * 1024 * 1024)
+    proc = run_pytest("--cluster=current", f"{option}={path}", tmp_path=tmp_path)
+    assert proc.returncode == EXIT_USAGE, proc.stdout[-2000:] + proc.stderr[-2000:]
+    one_clear_line(proc, words)

@@ -26,6 +26,9 @@ CASES = [
     (f"cloning with {GHP} now", GHP),
     (f"aws_access_key_id={AKIA}", AKIA),
     (f"key id {AKIA} in a sentence", AKIA),
+    # The shape the adversarial run leaked (issue 26): an id of another length than detect-secrets' 20.
+    ("aws_access_key_id=AKIASECRET6EXAMPLE", "AKIASECRET6EXAMPLE"),
+    ("temporary id ASIASECRET6EXAMPLE7 in a log", "ASIASECRET6EXAMPLE7"),
     ("slack " + "xoxb-" + "123456789012-1234567890123-abcdefghijABCDEFGHIJklmn", "abcdefghijABCDEFGHIJklmn"),
     ("stripe " + "sk_live_" + "a1B2" * 6, "a1B2" * 6),
     ("gitlab " + "glpat-" + "x9Y8" * 5, "x9Y8" * 5),

@@ -67,3 +67,21 @@ def test_hostile_probe_log_does_not_reach_the_terminal(tmp_path: Path) -> None:
     assert "PRB-003" in out and "RED" in out, out[-3000:]  # the log text is quoted ...
     assert not ACTIVE.search(out), [ln for ln in out.splitlines() if ACTIVE.search(ln)][:5]  # ... inert
     assert not any(ln.strip().startswith("verdict: CONFORMANT") for ln in out.splitlines())
+
+
+@pytest.mark.parametrize("char", ["\u200f", "\u200d", "\u2028", "\u2029", "\u202e", "\u2066", "\ufeff",
+                                  "\U000e0041"])
+def test_unicode_format_and_separator_characters_are_shown_not_obeyed(char: str) -> None:
+    # RLM, ZWJ and U+2028 reached the terminal raw (issue 26): they reorder or split what a person reads.
+    out = printable(f"verdict{char}: FAIL", keep_newlines=False)
+    assert char not in out and ("\\u" in out or "\\U" in out), out
+
+
+def test_every_unicode_format_character_is_covered() -> None:
+    # The ranges in control_chars are written out (no scan at import); held here against unicodedata.
+    import sys
+    import unicodedata
+
+    missed = [hex(cp) for cp in range(0xA0, sys.maxunicode + 1)
+              if unicodedata.category(chr(cp)) in ("Cf", "Zl", "Zp") and printable(chr(cp)) == chr(cp)]
+    assert not missed, missed

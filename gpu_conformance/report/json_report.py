@@ -59,19 +59,21 @@ def write_json(result: RunResult, report_dir: Path) -> Path:
 
 def load_json(path: Path | str) -> dict[str, Any]:
     """Read a conformance.json written by this or an earlier run; ReportFileError when it is not one."""
+    from gpu_conformance.input_files import REPORT_LIMIT, InputFileError, read_bounded
+
     p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ReportFileError(f"{p}: no such file") from None
+        text = read_bounded(p, REPORT_LIMIT).decode("utf-8")
+    except InputFileError as e:
+        raise ReportFileError(str(e)) from None
     except UnicodeDecodeError:
         raise ReportFileError(f"{p}: not a conformance.json (not UTF-8 text)") from None
-    except OSError as e:
-        raise ReportFileError(f"{p}: cannot read ({e.strerror or e})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ReportFileError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    except RecursionError:
+        raise ReportFileError(f"{p}: not a conformance.json (nested too deeply)") from None
     if not isinstance(data, dict) or "schema_version" not in data or "verdict" not in data:
         raise ReportFileError(f"{p}: not a conformance.json (no schema_version/verdict)")
     if str(data["schema_version"]) != SCHEMA_VERSION:

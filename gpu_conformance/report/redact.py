@@ -80,6 +80,9 @@ def is_credential_name(name: str) -> bool:
 
 # --- free text -------------------------------------------------------------------------------------------
 
+# AWS access key ids (long-term AKIA, temporary ASIA, ...): detect-secrets knows them only at their exact length
+# of 20, so an id cut or padded in a log line slipped through. Half a credential, and it names the account.
+_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[A-Z0-9]{12,}\b")
 # A complete PEM block (private keys, client certificates, CSRs). Escaped newlines (``\n`` as two characters,
 # as in a JSON string inside a log line) are allowed between BEGIN and END.
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", re.DOTALL)
@@ -101,7 +104,7 @@ _URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)([^\s@/]
 # of the credential words so that prose like "token expired" (no separator) stays readable.
 _KV_KEY = (
     r"[A-Za-z0-9_.-]*(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key"
-    r"|private[_-]?key|secret[_-]?key|client-key-data|client-certificate-data|credentials?)"
+    r"|private[_-]?key|secret[_-]?key|access[_-]?key[_-]?id|client-key-data|client-certificate-data|credentials?)"
 )
 _KEY_VALUE = re.compile(
     r"(?i)(?<![A-Za-z0-9_.-])(" + _KV_KEY + r")"
@@ -145,6 +148,8 @@ def redact_text(s: str) -> str:
         s = _BEARER.sub(lambda m: f"{m.group(1)}{REDACTED}", s)
     if "eyJ" in s:
         s = _JWT.sub(REDACTED, s)
+    if "A" in s:
+        s = _AWS_KEY_ID.sub(REDACTED, s)
     if "://" in s:
         s = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", s)
     if (":" in s or "=" in s) and any(w in low for w in _KV_WORDS):
