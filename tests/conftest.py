@@ -14,6 +14,41 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 _binaries: dict[str, str | None] = {}
 
+# The tiers (issue 24). `pytest` runs the fast one: every check's failing and healthy case on snapshots, the
+# reports, the plugin, bad input — and one whole run of the suite on a simulated cluster (marked `smoke`).
+# `pytest --tiers=slow` runs the rest: the fault matrix and profiles on simulated clusters, the real operator,
+# real nodes, kind, scale. `--tiers=all` runs both in one session. A test is slow when it carries one of these
+# marks (it boots something) or is marked `slow` itself (measured: it takes long without booting a cluster).
+SLOW_MARKS = ("sim", "realop", "realnode", "kind", "slow")
+TIERS = ("fast", "slow", "all")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--tiers", default="fast", choices=TIERS,
+                     help="which of the suite's own tests run: fast (default, minutes), slow (the simulated, "
+                          "real-operator, real-node, kind and scale tiers), all")
+
+
+def is_slow(item: pytest.Item) -> bool:
+    if item.get_closest_marker("smoke") is not None:
+        return False
+    return any(item.get_closest_marker(m) is not None for m in SLOW_MARKS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tiers = config.getoption("tiers")
+    if tiers == "all" or config.getoption("cluster", None) is not None:
+        return  # `--cluster` runs the conformance checks, whatever this says
+    keep, drop = [], []
+    for item in items:
+        if item.nodeid.startswith("tests_conformance/"):
+            keep.append(item)  # skipped with one line without --cluster: never a tier of their own
+            continue
+        (keep if is_slow(item) == (tiers == "slow") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Tests marked `sim` need the binaries: build them once (first time ~10 min), skip only without Go.

@@ -18,4 +18,6 @@ def test_readme_first_screen_has_the_two_commands() -> None:
     assert ".venv/bin/pytest --cluster=sim" in first
     assert "pip install -e '.[dev]' && .venv/bin/pytest" in first
     ci = (docs.README.parent / ".ci" / "run").read_text()
-    assert "\n.venv/bin/pytest\n" in ci  # CI runs the README's test command, nothing cleverer
+    # CI runs the README's test commands, nothing cleverer: the fast tier and the slow tiers.
+    assert "\n.venv/bin/pytest\n" in ci and "`.venv/bin/pytest --tiers=slow`" in first
+    assert "\n.venv/bin/pytest --tiers=slow\n" in ci
