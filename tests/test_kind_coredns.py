@@ -26,6 +26,9 @@ from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
 from gpu_conformance.sim.realnode import oci
 
+# The kind tier's node image and CoreDNS (built once, ~4 min cold): a slow tier.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def dirs() -> kindbin.BinDirs:

@@ -19,6 +19,9 @@ from gpu_conformance.gotools import NVIDIA_CONTAINER_RUNTIME, ensure_tool
 from gpu_conformance.sim import nvidia_runtime as nr
 from gpu_conformance.sim.realnode import binaries as rnbin
 
+# NVIDIA's own runtime beside ours, in real bundles: a real-component tier, slow.
+pytestmark = pytest.mark.slow
+
 CTL, GPU0, GPU1 = "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1"
 DRIVER_MOUNTS = ["/usr/bin/nvidia-smi", "/etc/fake-gpu/gpus"]
 
