@@ -71,27 +71,39 @@ class ProbeApiError(Exception):
         self.message = message
 
 
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiException):
-        return exc.status in (429, 500, 502, 503, 504)
-    return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
-
-
 _MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)')
 _POD_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
+# How the API server words an admission webhook it could not call (hanging, down, bad certificate): a 500, or
+# a 504 when the request's own deadline ran out first. Retrying waits out the webhook's timeout again each time.
+_WEBHOOK_CALL_FAILED = re.compile(r"failed (?:calling|to call) webhook")
 
 
-def _status_message(e: ApiException) -> str:
-    """The Status object's message (the body may be cut short), without the per-pod 'pods "x" is forbidden: '."""
-    body = str(e.body or "")
-    m = _MESSAGE.search(body)
+def _status_text(e: ApiException) -> str:
+    """The Status object's message (the body may be cut short), without 'pods "x" is forbidden: '; '' if none."""
+    m = _MESSAGE.search(str(e.body or ""))
     if not m:
-        return body[:500] or str(e.reason)
+        return ""
     try:
         text = json.loads(f'"{m.group(1)}"')
     except ValueError:
         text = m.group(1)
     return _POD_PREFIX.sub("", text)
+
+
+def _status_message(e: ApiException) -> str:
+    """The Status message, else the start of the body, else the HTTP reason: never empty."""
+    return _status_text(e) or str(e.body or "")[:500] or str(e.reason)
+
+
+def _webhook_failure(e: ApiException) -> bool:
+    """A 5xx that is an admission webhook failing, not the API server: a refusal in the webhook's words."""
+    return e.status in (500, 504) and bool(_WEBHOOK_CALL_FAILED.search(_status_text(e)))
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status in (429, 500, 502, 503, 504) and not _webhook_failure(exc)
+    return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
 
 
 def _unreachable_reason(e: BaseException) -> str:
@@ -124,8 +136,11 @@ class ProbeApi:
                     return raw_request(self.conn.api, method, path, query, body, timeout=REQUEST_TIMEOUT)
         except ApiException as e:
             if _transient(e) and retry_http:
+                # The last answer's own words (an etcd timeout, a quota controller) say more than "HTTP 500".
+                said = _status_text(e)
                 raise ClusterAccessError(f"the API server at {self.conn.server} kept failing for {limit:g}s "
-                                         f"during the probe: HTTP {e.status} {e.reason}") from None
+                                         f"during the probe: HTTP {e.status} {e.reason}"
+                                         + (f": {said}" if said else "")) from None
             raise ProbeApiError(e.status or 0, _status_message(e)) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ClusterAccessError(f"cannot reach the API server at {self.conn.server} (retried for "
