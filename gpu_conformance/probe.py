@@ -26,7 +26,14 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from gpu_conformance.checks.probe_checks import gpu_resource_for, gpus_in_use, plan_probe, settled, unschedulable
+from gpu_conformance.checks.probe_checks import (
+    gpu_resource_for,
+    gpus_in_use,
+    plan_probe,
+    settled,
+    taken_away,
+    unschedulable,
+)
 from gpu_conformance.cluster.connect import Connection, raw_request
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.errors import ClusterAccessError, ConformanceError, UsageError, internal_error
@@ -60,6 +67,48 @@ REQUEST_TIMEOUT = (5, 30)
 # A paged LIST whose continue token expired (410 Gone) starts again from the first page, as client-go's pager
 # does; a cluster churning so fast that every attempt expires ends the probe after this many.
 RELIST_ATTEMPTS = 3
+# A bound probe pod that has not finished after this long has its node looked up (deleted under it?), in rounds
+# whose gap doubles up to NODE_CHECK_GAP_MAX; a round GETs at most NODE_CHECKS_PER_ROUND nodes.
+NODE_CHECK_AFTER = 5.0
+NODE_CHECK_GAP_MAX = 30.0
+NODE_CHECKS_PER_ROUND = 2 * CONCURRENCY
+
+
+class NodeChecks:
+    """Which probe pods' nodes to GET in this poll: the suite reads the cluster once, so only pods that give a reason.
+
+    A pod that vanished is asked about once (did its node go, so the pod GC deleted it?). A pod bound for
+    NODE_CHECK_AFTER seconds that has not finished is asked about in rounds whose gap doubles up to
+    NODE_CHECK_GAP_MAX, at most NODE_CHECKS_PER_ROUND nodes a round (those asked longest ago first): a healthy
+    probe, done in seconds, asks nothing, and the count stays bounded however many nodes are stuck.
+    """
+
+    def __init__(self) -> None:
+        self.bound_since: dict[str, float] = {}
+        self.asked: dict[str, float] = {}
+        self.next_round = 0.0
+        self.gap = NODE_CHECK_AFTER
+
+    def due(self, pods: list[PodObservation], now: float) -> list[PodObservation]:
+        vanished = [p for p in pods if p.gone and _bound(p) and not p.node_deleted and p.name not in self.asked]
+        waiting: list[PodObservation] = []
+        for p in pods:
+            if _bound(p) and not p.gone and not settled(p, 0.0):
+                self.bound_since.setdefault(p.name, now)
+                if now - self.bound_since[p.name] >= NODE_CHECK_AFTER:
+                    waiting.append(p)
+        if waiting and now >= self.next_round:
+            waiting = sorted(waiting, key=lambda p: self.asked.get(p.name, 0.0))[:NODE_CHECKS_PER_ROUND]
+            self.next_round, self.gap = now + self.gap, min(2 * self.gap, NODE_CHECK_GAP_MAX)
+        else:
+            waiting = []
+        for p in vanished + waiting:
+            self.asked[p.name] = now
+        return vanished + waiting
+
+
+def _bound(p: PodObservation) -> bool:
+    return bool(((p.pod or {}).get("spec") or {}).get("nodeName"))
 
 
 class ProbeApiError(Exception):
@@ -427,6 +476,7 @@ class Probe:
         obs = self.obs
         deadline = time.monotonic() + self.settings.probe_timeout
         unschedulable_since: dict[str, float] = {}
+        nodes = NodeChecks()
         live = [p for p in obs.pods.values() if not p.refused]
         polls = 0
         while live and not obs.aborted:
@@ -436,27 +486,14 @@ class Probe:
                 obs.aborted = f"the probe namespace {obs.namespace} was deleted by someone else while the " \
                               "probe pods ran"
                 return
-            pods = {name_of(p): p for p in self.api.items(
-                f"{self._ns_path()}/pods", [("labelSelector", f"{RUN_LABEL}={self.settings.run_id}")])}
-            events = self.api.items(f"{self._ns_path()}/events", [("fieldSelector", "involvedObject.kind=Pod")])
-            by_pod: dict[str, list[dict]] = {}
-            for e in events:
-                by_pod.setdefault(e.get("involvedObject", {}).get("name", ""), []).append(e)
+            pods, by_pod = self._poll()
             now = time.monotonic()
             for p in live:
-                if p.gone:
-                    continue
-                p.events = sorted(by_pod.get(p.name, []), key=lambda e: str(e.get("lastTimestamp") or
-                                                                            e.get("eventTime") or ""))
-                current = pods.get(p.name)
-                if current is None:
-                    p.gone = f"probe pod {p.name} was deleted by someone else before it finished"
-                    continue
-                p.pod = current
-                if current["metadata"].get("deletionTimestamp") and p.phase not in ("Succeeded", "Failed"):
-                    p.gone = f"probe pod {p.name} is being deleted by someone else before it finished"
-                if unschedulable(current):
+                if not p.gone:
+                    self._observe(p, pods.get(p.name), by_pod.get(p.name, []))
+                if p.pod and unschedulable(p.pod):
                     unschedulable_since.setdefault(p.name, now)
+            self._mark_deleted_nodes(nodes.due(live, now))
             if all(settled(p, now - unschedulable_since.get(p.name, now)) for p in live):
                 return
             if now >= deadline:
@@ -464,10 +501,47 @@ class Probe:
             # Quick first looks (a healthy pod is done in about a second), then once per POLL_INTERVAL.
             time.sleep(min(POLL_INTERVAL * min(1.0, 0.25 * 2 ** (polls - 1)), max(0.0, deadline - now)))
 
+    def _poll(self) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+        """This run's pods by name, and their events by pod name: two LISTs, whatever the number of pods."""
+        pods = {name_of(p): p for p in self.api.items(
+            f"{self._ns_path()}/pods", [("labelSelector", f"{RUN_LABEL}={self.settings.run_id}")])}
+        events = self.api.items(f"{self._ns_path()}/events", [("fieldSelector", "involvedObject.kind=Pod")])
+        by_pod: dict[str, list[dict]] = {}
+        for e in events:
+            by_pod.setdefault(e.get("involvedObject", {}).get("name", ""), []).append(e)
+        return pods, by_pod
+
+    @staticmethod
+    def _observe(p: PodObservation, current: dict | None, events: list[dict]) -> None:
+        p.events = sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        if current is None:
+            p.gone = f"probe pod {p.name} was deleted by someone else before it finished"
+            return
+        p.pod = current
+        if current["metadata"].get("deletionTimestamp") and p.phase not in ("Succeeded", "Failed"):
+            p.gone = f"probe pod {p.name} is being deleted by someone else before it finished"
+
+    def _mark_deleted_nodes(self, suspects: list[PodObservation]) -> None:
+        """A GET of each suspect pod's node: a 404 means nothing will ever run that pod (or the pod GC took it)."""
+        if not suspects:
+            return
+
+        def deleted(p: PodObservation) -> bool:
+            try:
+                return self.api.get_or_none(f"/api/v1/nodes/{p.node}") is None
+            except ProbeApiError as e:
+                # Not allowed to get nodes (a Role with list only): the probe goes on without this shortcut.
+                log.debug("cannot get node %s while probing: %s", p.node, e)
+                return False
+
+        with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+            for p, gone in zip(suspects, pool.map(deleted, suspects), strict=True):
+                p.node_deleted = p.node_deleted or gone
+
     # ---- capture ---------------------------------------------------------------------------
     def _capture_logs(self) -> None:
         wanted = [p for p in self.obs.pods.values()
-                  if not p.gone and p.phase in ("Succeeded", "Failed", "Running")]
+                  if not taken_away(p) and p.phase in ("Succeeded", "Failed", "Running")]
 
         def fetch(p: PodObservation) -> None:
             try:

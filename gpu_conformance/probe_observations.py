@@ -56,6 +56,8 @@ class PodObservation:
     refused: str = ""
     # The pod vanished or got a deletionTimestamp that we did not set.
     gone: str = ""
+    # The pod's node no longer exists (a GET of it answered 404): nothing will ever run the pod.
+    node_deleted: bool = False
 
     @property
     def output(self) -> ProbeOutput:
@@ -73,7 +75,7 @@ class PodObservation:
         return {"name": self.name, "node": self.node, "phase": self.phase or ("Refused" if self.refused else "?"),
                 "image": image, "resource": self.resource, "events": self.event_lines(), "logs": self.logs,
                 "logs_truncated": self.logs_truncated, "logs_error": self.logs_error,
-                "refused": self.refused, "gone": self.gone,
+                "refused": self.refused, "gone": self.gone, "node_deleted": self.node_deleted,
                 "gpus_seen": out.gpus, "visible_devices": out.visible_devices, "cdi": out.injected_by_cdi}
 
 

@@ -72,7 +72,8 @@ class FakeCluster:
             self.on_poll(self)
             return json.dumps({"items": list(self.pods.values())}).encode()
         if path.endswith("/log"):
-            return OK_LOG.encode()
+            pod = self.pods.get(parts[-2], {})
+            return OK_LOG.encode() if pod.get("status", {}).get("phase") == "Succeeded" else b""
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4:
             return self._get(self.nodes.get(parts[3]))
         if parts[:3] == ["api", "v1", "nodes"]:
@@ -112,6 +113,8 @@ def succeed(pod: dict[str, Any]) -> None:
 def world(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[FakeCluster, probe_mod.Probe]]:
     """(cluster, probe) over a healthy 3-GPU-node snapshot, with quick polls."""
     monkeypatch.setattr(probe_mod, "POLL_INTERVAL", 0.05)
+    monkeypatch.setattr(probe_mod, "NODE_CHECK_AFTER", 0.2, raising=False)
+    monkeypatch.setattr(probe_mod, "NODE_CHECK_GAP_MAX", 1.0, raising=False)
 
     def make(probe_timeout: float = 10.0) -> tuple[FakeCluster, probe_mod.Probe]:
         snap = healthy_snapshot()
@@ -168,3 +171,161 @@ def test_an_outage_that_outlasts_the_retries_says_the_last_status_message(world,
         run_probe(probe)
     assert "HTTP 500" in str(exc.value) and "etcdserver: request timed out" in str(exc.value)
     assert len([r for r in cluster.requests if r[0] == "POST"]) > 3  # retried: an outage, not a refusal
+
+
+# ---- 1. a GPU node deleted while its probe pod is bound ----------------------------------------------------------
+
+def node_gets(cluster: FakeCluster) -> list[str]:
+    return [path for method, path in cluster.requests if method == "GET" and path.startswith("/api/v1/nodes/")]
+
+
+def everyone_succeeds_but(node: str, then: Callable[[FakeCluster, dict[str, Any]], None], at: int = 1) -> Callable:
+    """on_poll: every probe pod succeeds at the first poll except the one on `node`, which `then` moves at poll `at`."""
+    def on_poll(c: FakeCluster) -> None:
+        for pod in list(c.pods.values()):
+            if pod["spec"]["nodeName"] != node and c.polls == 1:
+                succeed(pod)
+            elif pod["spec"]["nodeName"] == node and c.polls == at:
+                then(c, pod)
+
+    return on_poll
+
+
+def test_a_node_deleted_under_its_bound_probe_pod_is_named_at_once_and_incomplete(world) -> None:
+    # Was: the pod stayed Pending on a node that no longer exists until --probe-timeout, then PRB-002 "did not
+    # finish" and NOT CONFORMANT. No pod GC here (as in the simulated cluster): only a GET of the node can tell.
+    cluster, probe = world(probe_timeout=20)
+    n2 = probe.snap.gpu_node_names[1]
+    cluster.on_poll = everyone_succeeds_but(n2, lambda c, pod: c.nodes.pop(n2))
+    t0 = time.monotonic()
+    obs = run_probe(probe)
+    assert time.monotonic() - t0 < 5, "noticed right away, not after --probe-timeout"
+    assert obs.pods[n2].node_deleted and node_gets(cluster) == [f"/api/v1/nodes/{n2}"]
+    verdict, findings = judged(probe.snap, probe.settings)
+    (warn,) = probe_findings(findings, Status.WARN)
+    assert warn.node == n2 and warn.message == f"node {n2} was deleted while its probe pod ran"
+    assert warn.evidence["transient"] and not probe_findings(findings, Status.FAIL)
+    assert {f.node for f in probe_findings(findings, Status.PASS)} == set(probe.snap.gpu_node_names) - {n2}
+    assert verdict == "INCOMPLETE"
+    assert obs.deleted and not cluster.pods, "nothing left behind"
+    assert f"/{obs.pods[n2].name}/log" not in " ".join(p for _, p in cluster.requests)
+
+
+def test_a_probe_pod_the_pod_gc_deleted_with_its_node_names_the_node(world) -> None:
+    # With kube-controller-manager the pod GC deletes a deleted node's pods: "deleted by someone else" hid why.
+    cluster, probe = world()
+    n1 = probe.snap.gpu_node_names[0]
+
+    def gc(c: FakeCluster, pod: dict[str, Any]) -> None:
+        c.nodes.pop(n1)
+        c.pods.pop(pod["metadata"]["name"])
+
+    # Seen bound and Pending at the first poll; node and pod gone at the second.
+    cluster.on_poll = everyone_succeeds_but(n1, gc, at=2)
+    obs = run_probe(probe)
+    assert obs.pods[n1].node_deleted and node_gets(cluster) == [f"/api/v1/nodes/{n1}"]  # asked once
+    verdict, findings = judged(probe.snap, probe.settings)
+    (warn,) = probe_findings(findings, Status.WARN)
+    assert warn.node == n1 and warn.message == f"node {n1} was deleted while its probe pod ran"
+    assert verdict == "INCOMPLETE"
+
+
+def test_waiting_pods_ask_for_their_node_rarely_and_healthy_ones_never(world) -> None:
+    # The suite reads the cluster once: a healthy probe makes no node request at all, and a pod stuck for the whole
+    # timeout (image still pulling) asks in rounds whose gap doubles, not once per poll.
+    cluster, probe = world()
+    cluster.on_poll = lambda c: [succeed(p) for p in c.pods.values()]
+    run_probe(probe)
+    assert node_gets(cluster) == []
+
+    cluster, probe = world(probe_timeout=3)
+    obs = run_probe(probe)  # every pod stays Pending, every node exists
+    polls = cluster.polls
+    asked = len(node_gets(cluster)) / 3
+    assert polls > 20 and 2 <= asked <= 6, (polls, asked)  # rounds at 0.2, 0.4, 0.8, 1.6, 2.6 s
+    assert not any(p.node_deleted for p in obs.pods.values())
+    _, findings = judged(probe.snap, probe.settings)
+    assert len([f for f in probe_findings(findings, Status.FAIL) if "did not finish" in f.message]) == 3
+
+
+# ---- 2. a probe pod evicted --------------------------------------------------------------------------------------
+
+def test_an_evicted_probe_pod_is_named_in_the_kubelets_words_and_incomplete(world) -> None:
+    # Was: a Failed pod "ran", its empty log judged: nvidia-smi failed, NOT CONFORMANT for a node low on memory.
+    cluster, probe = world()
+    n3 = probe.snap.gpu_node_names[2]
+
+    def evict(c: FakeCluster, pod: dict[str, Any]) -> None:
+        pod["status"] = {"phase": "Failed", "reason": "Evicted", "message": EVICTED, "containerStatuses": [
+            {"name": "gpu-probe", "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}],
+            "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
+                            "message": EVICTED}]}
+
+    cluster.on_poll = everyone_succeeds_but(n3, evict)
+    obs = run_probe(probe)
+    verdict, findings = judged(probe.snap, probe.settings)
+    (warn,) = probe_findings(findings, Status.WARN)
+    assert warn.node == n3 and warn.message == f"the probe pod was evicted: {EVICTED}"
+    assert warn.evidence["transient"] and not probe_findings(findings, Status.FAIL)
+    assert verdict == "INCOMPLETE" and obs.deleted and not cluster.pods
+
+
+def _disrupted(reason: str = "", message: str = "", condition: str = "", phase: str = "Failed",
+               deleting: bool = False) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, "containerStatuses": [
+        {"name": "gpu-probe", "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]}
+    if reason:
+        status.update(reason=reason, message=message)
+    if condition:
+        status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": condition,
+                                 "message": message}]
+    meta: dict[str, Any] = {"name": "gpu-probe-t1-1"}
+    if deleting:
+        meta["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": "gpu-node-1"}, "status": status}
+
+
+@pytest.mark.parametrize(("pod", "said"), [
+    (_disrupted("Evicted", EVICTED), f"the probe pod was evicted: {EVICTED}"),
+    (_disrupted(condition="EvictionByEvictionAPI", message="Eviction API: evicting", phase="Running", deleting=True),
+     "the probe pod was evicted through the Eviction API (e.g. kubectl drain): Eviction API: evicting"),
+    (_disrupted(condition="PreemptionByScheduler", message="default-scheduler: preempting to accommodate a higher "
+                "priority pod", phase="Pending", deleting=True),
+     "the probe pod was preempted by the scheduler: default-scheduler: preempting to accommodate a higher priority "
+     "pod"),
+    (_disrupted(condition="DeletionByPodGC", message="PodGC: node no longer exists"),
+     "node gpu-node-1 was deleted while its probe pod ran: PodGC: node no longer exists"),
+    (_disrupted("NodeLost", "Node gpu-node-1 which was running pod gpu-probe-t1-1 is unresponsive", phase="Unknown"),
+     "node gpu-node-1 was lost while its probe pod ran: Node gpu-node-1 which was running pod gpu-probe-t1-1 is "
+     "unresponsive"),
+    (_disrupted("Terminated", "Pod was terminated in response to imminent node shutdown."),
+     "the probe pod was terminated: Pod was terminated in response to imminent node shutdown."),
+    (_disrupted(condition="DeletionByTaintManager", message="Taint manager: deleting due to NoExecute taint",
+                phase="Running", deleting=True),
+     "the probe pod was deleted for a NoExecute taint on its node: Taint manager: deleting due to NoExecute taint"),
+], ids=["evicted", "drained", "preempted", "pod-gc", "node-lost", "node-shutdown", "taint-manager"])
+def test_a_pod_the_cluster_took_away_is_said_in_its_own_words_and_incomplete(pod: dict[str, Any], said: str) -> None:
+    # Pure judging of what the probe saw: transient for that node (INCOMPLETE), never a GPU failure, and the pod's
+    # own words rather than "deleted by someone else" or "nvidia-smi failed".
+    from test_probe_checks import observed
+
+    snap = observed(pod=pod)
+    p = snap.probe.pods["gpu-node-1"]
+    if pod["metadata"].get("deletionTimestamp"):
+        p.gone = "probe pod gpu-probe-t1-1 is being deleted by someone else before it finished"  # as the probe sets it
+    verdict, findings = judged(snap, Settings(run_id="t1"))
+    assert [(f.check_id, f.status, f.message) for f in findings if f.check_id.startswith("PRB-")] == [
+        ("PRB-001", Status.WARN, said)]
+    assert verdict == "INCOMPLETE"
+    from gpu_conformance.checks.probe_checks import settled
+
+    assert settled(p, 0.0)  # the wait loop stops at once for it: the same words for waiting and judging
+
+
+def test_a_finished_pod_is_not_taken_away_by_a_late_condition() -> None:
+    from test_probe_checks import observed
+
+    from gpu_conformance.checks.probe_checks import taken_away
+
+    pod = _disrupted(condition="DeletionByPodGC", message="PodGC: node no longer exists", phase="Succeeded")
+    assert taken_away(observed(pod=pod, logs=OK_LOG).probe.pods["gpu-node-1"]) == ""
