@@ -37,7 +37,7 @@ from gpu_conformance.checks.probe_checks import (
 from gpu_conformance.cluster.connect import Connection, raw_request
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.errors import ClusterAccessError, ConformanceError, UsageError, internal_error
-from gpu_conformance.probe_observations import Leftover, PodObservation, ProbeObservations
+from gpu_conformance.probe_observations import EXPIRES_ANNOTATION, Leftover, PodObservation, ProbeObservations
 from gpu_conformance.probe_output import PROBE_SCRIPT
 from gpu_conformance.settings import Settings
 from gpu_conformance.signals import interruption, signals_deferred
@@ -67,6 +67,9 @@ REQUEST_TIMEOUT = (5, 30)
 # A paged LIST whose continue token expired (410 Gone) starts again from the first page, as client-go's pager
 # does; a cluster churning so fast that every attempt expires ends the probe after this many.
 RELIST_ATTEMPTS = 3
+# Beyond the wait and the bounds above: creating the pods (16 at a time) and reading their logs. With them, the
+# lifetime written on each probe object (expires-at) after which another run may treat it as left behind.
+EXPIRY_MARGIN = 120.0
 # A bound probe pod that has not finished after this long has its node looked up (deleted under it?), in rounds
 # whose gap doubles up to NODE_CHECK_GAP_MAX; a round GETs at most NODE_CHECKS_PER_ROUND nodes.
 NODE_CHECK_AFTER = 5.0
@@ -222,6 +225,12 @@ def pod_name(run_id: str, node: str) -> str:
     return f"gpu-probe-{run_id}-{hashlib.sha1(node.encode()).hexdigest()[:8]}"[:63].rstrip("-")
 
 
+def expires_at(settings: Settings) -> str:
+    """When an object created now by this run is past its run's end (RFC 3339): the annotation concurrent runs read."""
+    lifetime = settings.probe_timeout + API_OUTAGE_BOUND + CLEANUP_BOUND + EXPIRY_MARGIN
+    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=lifetime)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> dict[str, Any]:
     suffix = hashlib.sha1(node.encode()).hexdigest()[:8]
     gpus = str(settings.probe_gpus)
@@ -231,7 +240,7 @@ def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> d
         "metadata": {
             "name": pod_name(run_id, node),
             "labels": {RUN_LABEL: run_id, MANAGED_BY[0]: MANAGED_BY[1], NODE_LABEL: suffix},
-            "annotations": {"gpu-conformance.nvidia.com/target-node": node},
+            "annotations": {"gpu-conformance.nvidia.com/target-node": node, EXPIRES_ANNOTATION: expires_at(settings)},
         },
         "spec": {
             # No runtimeClassName on purpose: under CDI an ordinary workload must get its GPU without one.
@@ -282,16 +291,9 @@ def required_permissions(namespace: str, mode: str) -> list[tuple[str, str, str,
     return [("create", "", "namespaces", ""), ("delete", "", "namespaces", ""), *pods]
 
 
-def _age(obj: dict, now: dt.datetime) -> float:
-    ts = obj.get("metadata", {}).get("creationTimestamp")
-    try:
-        return (now - dt.datetime.fromisoformat(str(ts).replace("Z", "+00:00"))).total_seconds()
-    except ValueError:
-        return 0.0
-
-
 def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
-    """Probe namespaces and pods of other runs (a kill -9, a lost node), found by the probe's run-id label."""
+    """Probe namespaces and pods of other runs, found by the probe's run-id label: a dead run's leftovers (a
+    kill -9, a lost node) or a concurrent run's live objects (Leftover.in_progress, from their expires-at)."""
     now = dt.datetime.now(dt.UTC)
     sel = [("labelSelector", RUN_LABEL)]
     out: list[Leftover] = []
@@ -302,12 +304,12 @@ def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
             continue
         namespaces.add(name_of(ns))
         if not ns["metadata"].get("deletionTimestamp"):
-            out.append(Leftover("namespace", name_of(ns), "", rid, _age(ns, now)))
+            out.append(Leftover.of("namespace", ns, rid, now))
     for p in api.items("/api/v1/pods", sel):
         rid = labels_of(p).get(RUN_LABEL, "")
         ns = p["metadata"].get("namespace", "")
         if rid != run_id and ns not in namespaces and not p["metadata"].get("deletionTimestamp"):
-            out.append(Leftover("pod", name_of(p), ns, rid, _age(p, now)))
+            out.append(Leftover.of("pod", p, rid, now))
     return sorted(out, key=lambda lo: -lo.age_seconds)
 
 
@@ -436,7 +438,8 @@ class Probe:
     def _create_namespace(self) -> None:
         body = {"apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": self.obs.namespace,
-                             "labels": {RUN_LABEL: self.settings.run_id, MANAGED_BY[0]: MANAGED_BY[1]}}}
+                             "labels": {RUN_LABEL: self.settings.run_id, MANAGED_BY[0]: MANAGED_BY[1]},
+                             "annotations": {EXPIRES_ANNOTATION: expires_at(self.settings)}}}
         self._write("POST", "/api/v1/namespaces", body, what="create namespaces")
         # Pods are rejected until the namespace's default ServiceAccount exists (a short race after creation).
         end = time.monotonic() + 20

@@ -7,6 +7,7 @@ The probe's real I/O runs against `FakeCluster`, a raw_request over a few in-mem
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Callable
@@ -329,3 +330,126 @@ def test_a_finished_pod_is_not_taken_away_by_a_late_condition() -> None:
 
     pod = _disrupted(condition="DeletionByPodGC", message="PodGC: node no longer exists", phase="Succeeded")
     assert taken_away(observed(pod=pod, logs=OK_LOG).probe.pods["gpu-node-1"]) == ""
+
+
+# ---- 4. another run in progress ----------------------------------------------------------------------------------
+
+EXPIRES = "gpu-conformance.nvidia.com/expires-at"
+
+
+def stamp(seconds_from_now: float) -> str:
+    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds_from_now)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_id_at(seconds_from_now: float) -> str:
+    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds_from_now)).strftime("%Y%m%d-%H%M%S") + "-0abc12"
+
+
+def probe_object(kind: str, name: str, run_id: str, age: float, expires_in: float | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {probe_mod.RUN_LABEL: run_id}, "creationTimestamp": stamp(-age)}
+    if kind == "pod":
+        meta["namespace"] = NS
+    if expires_in is not None:
+        meta["annotations"] = {EXPIRES: stamp(expires_in)}
+    return {"metadata": meta}
+
+
+LIVE, DEAD, OLD = run_id_at(-300), run_id_at(-7200), "20200101-000000-dead00"
+
+
+class LabelledObjects:
+    """raw_request over other runs' probe namespaces and pods (LIST by label, DELETE recorded)."""
+
+    def __init__(self) -> None:
+        self.namespaces = [
+            # A concurrent run of an admin in its own namespace, 5 minutes old, with 8 minutes to go.
+            probe_object("namespace", f"gpu-conformance-probe-{LIVE}", LIVE, 300, expires_in=480)]
+        self.pods = [
+            probe_object("pod", "gpu-probe-dead-1", DEAD, 7200, expires_in=-6600),   # its run ended long ago
+            probe_object("pod", "gpu-probe-old-1", OLD, 9e7),                        # before the annotation
+            probe_object("pod", "gpu-probe-young-1", run_id_at(-120), 120),          # no annotation, 2 min old
+        ]
+        self.deleted: list[str] = []
+
+    def request(self, api: object, method: str, path: str, *_: object, **__: object) -> bytes:
+        if method == "DELETE":
+            self.deleted.append(path.rsplit("/", 1)[1])
+            return b"{}"
+        items = self.namespaces if path == "/api/v1/namespaces" else self.pods
+        return json.dumps({"items": items}).encode()
+
+
+def test_the_manifests_carry_when_their_run_is_over() -> None:
+    from gpu_conformance.probe import pod_manifest
+
+    settings = Settings(run_id="r1", probe_timeout=300)
+    before = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    stated = pod_manifest("r1", "gpu-node-1", "nvidia.com/gpu", settings)["metadata"]["annotations"][EXPIRES]
+    lifetime = (dt.datetime.fromisoformat(stated.replace("Z", "+00:00")) - before).total_seconds()
+    assert 300 + probe_mod.API_OUTAGE_BOUND + probe_mod.CLEANUP_BOUND <= lifetime <= 300 + 15 * 60
+
+
+def test_the_own_namespace_carries_when_its_run_is_over(world, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster, probe = world()
+    created: list[dict[str, Any]] = []
+    serve = cluster.request
+
+    def request(api: object, method: str, path: str, query: list | None = None, body: Any = None,
+                *a: object, **kw: object) -> bytes:
+        if method == "POST" and path == "/api/v1/namespaces":
+            created.append(body)
+            cluster.namespaces[body["metadata"]["name"]] = body
+            return json.dumps(body).encode()
+        if path.endswith("/serviceaccounts/default"):
+            return b"{}"
+        if method == "DELETE" and path.startswith("/api/v1/namespaces/gpu-conformance-probe-"):
+            return b"{}"
+        return serve(api, method, path.replace(probe_mod.own_namespace(RUN), NS), query, body)
+
+    monkeypatch.setattr(probe_mod, "raw_request", request)
+    cluster.on_poll = lambda c: [succeed(p) for p in c.pods.values()]
+    probe.run(probe.snap.gpu_node_names, (probe_mod.own_namespace(RUN), "own"))
+    assert EXPIRES in created[0]["metadata"]["annotations"]
+
+
+def test_a_concurrent_run_is_in_progress_not_a_leftover(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Was: every other run's probe objects were "left by earlier runs", a warning, and `probe cleanup` deleted a
+    # live run's pods under it (that run then ended INCOMPLETE, "deleted by someone else").
+    from gpu_conformance.plugin import probe_lines
+
+    objects = LabelledObjects()
+    monkeypatch.setattr(probe_mod, "raw_request", objects.request)
+    conn: Any = SimpleNamespace(api=None, server="https://fake", user="u")
+    found = {lo.name: lo for lo in probe_mod.find_leftovers(probe_mod.ProbeApi(conn), run_id="mine")}
+    assert {n for n, lo in found.items() if lo.in_progress} == {f"gpu-conformance-probe-{LIVE}", "gpu-probe-young-1"}
+    assert {n for n, lo in found.items() if not lo.in_progress} == {"gpu-probe-dead-1", "gpu-probe-old-1"}
+
+    report = ProbeObservations(leftovers=list(found.values())).to_dict()
+    assert [lo.split(" (")[0] for lo in report["leftovers"]] == ["pod gpu-conformance-probe/gpu-probe-old-1",
+                                                                 "pod gpu-conformance-probe/gpu-probe-dead-1"]
+    runs = report["other_runs"]
+    assert len(runs) == 2 and any(r.startswith(f"run {LIVE} (1 probe object(s), age 5m") for r in runs), runs
+    lines = probe_lines(report)
+    assert [warn for _, warn in lines] == [True, False]
+    assert "2 probe object(s) left by earlier runs" in lines[0][0] and LIVE not in lines[0][0]
+    assert lines[1][0].startswith("note: 2 other probe run(s) in progress: ") and LIVE in lines[1][0]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_probe_cleanup_spares_a_run_in_progress_unless_forced(monkeypatch: pytest.MonkeyPatch, capsys,
+                                                               force: bool) -> None:
+    import gpu_conformance.cluster.connect as connect_mod
+    from gpu_conformance.cli import main
+
+    objects = LabelledObjects()
+    monkeypatch.setattr(probe_mod, "raw_request", objects.request)
+    monkeypatch.setattr(connect_mod, "connect", lambda kubeconfig, context: SimpleNamespace(
+        api=None, server="https://fake", user="u", close=lambda: None))
+    assert main(["probe", "cleanup", *(["--force"] if force else [])]) == 0
+    out = capsys.readouterr().out
+    dead = {"gpu-probe-dead-1", "gpu-probe-old-1"}
+    live = {f"gpu-conformance-probe-{LIVE}", "gpu-probe-young-1"}
+    assert set(objects.deleted) == (dead | live if force else dead)
+    if not force:
+        assert f"left alone namespace gpu-conformance-probe-{LIVE} (run {LIVE}, age 5m" in out
+        assert "another run in progress (--force deletes it)" in out
