@@ -89,11 +89,14 @@ class NodeChecks:
     def __init__(self) -> None:
         self.bound_since: dict[str, float] = {}
         self.asked: dict[str, float] = {}
+        self.asked_vanished: set[str] = set()
         self.next_round = 0.0
         self.gap = NODE_CHECK_AFTER
 
     def due(self, pods: list[PodObservation], now: float) -> list[PodObservation]:
-        vanished = [p for p in pods if p.gone and _bound(p) and not p.node_deleted and p.name not in self.asked]
+        vanished = [p for p in pods
+                    if p.gone and _bound(p) and not p.node_deleted and p.name not in self.asked_vanished]
+        self.asked_vanished.update(p.name for p in vanished)
         waiting: list[PodObservation] = []
         for p in pods:
             if _bound(p) and not p.gone and not settled(p, 0.0):
@@ -105,7 +108,7 @@ class NodeChecks:
             self.next_round, self.gap = now + self.gap, min(2 * self.gap, NODE_CHECK_GAP_MAX)
         else:
             waiting = []
-        for p in vanished + waiting:
+        for p in waiting:
             self.asked[p.name] = now
         return vanished + waiting
 
