@@ -88,7 +88,11 @@ def _rbac(a: argparse.Namespace) -> int:
 
 
 def _probe_cleanup(a: argparse.Namespace) -> int:
-    """Delete probe namespaces and pods left by earlier runs (kill -9, a lost API server), found by label."""
+    """Delete probe namespaces and pods left by earlier runs (kill -9, a lost API server), found by label.
+
+    A run still in progress by its own account (expires-at, or young without it) keeps its objects unless --force:
+    deleting them would make that run INCOMPLETE ("deleted by someone else").
+    """
     from gpu_conformance.cluster.connect import connect
     from gpu_conformance.probe import ProbeApi, delete_leftovers, find_leftovers
 
@@ -96,11 +100,15 @@ def _probe_cleanup(a: argparse.Namespace) -> int:
     try:
         api = ProbeApi(conn)
         found = [lo for lo in find_leftovers(api) if lo.age_seconds >= a.older_than]
-        if not found:
+        spared = [lo for lo in found if lo.in_progress and not a.force]
+        doomed = [lo for lo in found if lo not in spared]
+        for lo in spared:
+            print(f"left alone {lo.describe()}: another run in progress (--force deletes it)")
+        if not doomed:
             print("no probe namespaces or pods left by earlier runs")
             return 0
-        errors = [] if a.dry_run else delete_leftovers(api, found)
-        for lo in found:
+        errors = [] if a.dry_run else delete_leftovers(api, doomed)
+        for lo in doomed:
             print(f"{'would delete' if a.dry_run else 'deleted'} {lo.describe()}")
         for e in errors:
             print(f"gpu-conformance: not deleted: {e}", file=sys.stderr)
@@ -147,7 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
     clean.add_argument("--kubeconfig", default=None)
     clean.add_argument("--context", default=None)
     clean.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS",
-                       help="only what is at least this old (spares a run in progress)")
+                       help="only what is at least this old")
+    clean.add_argument("--force", action="store_true",
+                       help="also delete the objects of runs still in progress (by their expires-at annotation, "
+                            "or younger than 15 minutes without one)")
     clean.add_argument("--dry-run", action="store_true", help="list, do not delete")
     clean.set_defaults(func=_probe_cleanup)
     history_cli.register(rep)

@@ -476,7 +476,14 @@ def probe_lines(probe: dict[str, Any]) -> list[tuple[str, bool]]:
         out.append((f"warning: probe objects not deleted: {probe['cleanup_error']}", True))
     left = probe.get("leftovers") or []
     if left:
-        shown = "; ".join(left[:5]) + (f"; and {len(left) - 5} more" if len(left) > 5 else "")
-        out.append((f"warning: {len(left)} probe object(s) left by earlier runs: {shown} "
+        out.append((f"warning: {len(left)} probe object(s) left by earlier runs: {_first_five(left)} "
                     "(delete them with `gpu-conformance probe cleanup`)", True))
+    runs = probe.get("other_runs") or []
+    if runs:
+        # A concurrent run is not a mess to clean up: said for information, and `probe cleanup` spares it.
+        out.append((f"note: {len(runs)} other probe run(s) in progress: {_first_five(runs)}", False))
     return out
+
+
+def _first_five(items: list[str]) -> str:
+    return "; ".join(items[:5]) + (f"; and {len(items) - 5} more" if len(items) > 5 else "")

@@ -26,11 +26,18 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from gpu_conformance.checks.probe_checks import gpu_resource_for, gpus_in_use, plan_probe, settled, unschedulable
+from gpu_conformance.checks.probe_checks import (
+    gpu_resource_for,
+    gpus_in_use,
+    plan_probe,
+    settled,
+    taken_away,
+    unschedulable,
+)
 from gpu_conformance.cluster.connect import Connection, raw_request
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.errors import ClusterAccessError, ConformanceError, UsageError, internal_error
-from gpu_conformance.probe_observations import Leftover, PodObservation, ProbeObservations
+from gpu_conformance.probe_observations import EXPIRES_ANNOTATION, Leftover, PodObservation, ProbeObservations
 from gpu_conformance.probe_output import PROBE_SCRIPT
 from gpu_conformance.settings import Settings
 from gpu_conformance.signals import interruption, signals_deferred
@@ -60,6 +67,54 @@ REQUEST_TIMEOUT = (5, 30)
 # A paged LIST whose continue token expired (410 Gone) starts again from the first page, as client-go's pager
 # does; a cluster churning so fast that every attempt expires ends the probe after this many.
 RELIST_ATTEMPTS = 3
+# Beyond the wait and the bounds above: creating the pods (16 at a time) and reading their logs. With them, the
+# lifetime written on each probe object (expires-at) after which another run may treat it as left behind.
+EXPIRY_MARGIN = 120.0
+# A bound probe pod that has not finished after this long has its node looked up (deleted under it?), in rounds
+# whose gap doubles up to NODE_CHECK_GAP_MAX; a round GETs at most NODE_CHECKS_PER_ROUND nodes.
+NODE_CHECK_AFTER = 5.0
+NODE_CHECK_GAP_MAX = 30.0
+NODE_CHECKS_PER_ROUND = 2 * CONCURRENCY
+
+
+class NodeChecks:
+    """Which probe pods' nodes to GET in this poll: the suite reads the cluster once, so only pods that give a reason.
+
+    A pod that vanished is asked about once (did its node go, so the pod GC deleted it?). A pod bound for
+    NODE_CHECK_AFTER seconds that has not finished is asked about in rounds whose gap doubles up to
+    NODE_CHECK_GAP_MAX, at most NODE_CHECKS_PER_ROUND nodes a round (those asked longest ago first): a healthy
+    probe, done in seconds, asks nothing, and the count stays bounded however many nodes are stuck.
+    """
+
+    def __init__(self) -> None:
+        self.bound_since: dict[str, float] = {}
+        self.asked: dict[str, float] = {}
+        self.asked_vanished: set[str] = set()
+        self.next_round = 0.0
+        self.gap = NODE_CHECK_AFTER
+
+    def due(self, pods: list[PodObservation], now: float) -> list[PodObservation]:
+        vanished = [p for p in pods
+                    if p.gone and _bound(p) and not p.node_deleted and p.name not in self.asked_vanished]
+        self.asked_vanished.update(p.name for p in vanished)
+        waiting: list[PodObservation] = []
+        for p in pods:
+            if _bound(p) and not p.gone and not settled(p, 0.0):
+                self.bound_since.setdefault(p.name, now)
+                if now - self.bound_since[p.name] >= NODE_CHECK_AFTER:
+                    waiting.append(p)
+        if waiting and now >= self.next_round:
+            waiting = sorted(waiting, key=lambda p: self.asked.get(p.name, 0.0))[:NODE_CHECKS_PER_ROUND]
+            self.next_round, self.gap = now + self.gap, min(2 * self.gap, NODE_CHECK_GAP_MAX)
+        else:
+            waiting = []
+        for p in waiting:
+            self.asked[p.name] = now
+        return vanished + waiting
+
+
+def _bound(p: PodObservation) -> bool:
+    return bool(((p.pod or {}).get("spec") or {}).get("nodeName"))
 
 
 class ProbeApiError(Exception):
@@ -71,27 +126,39 @@ class ProbeApiError(Exception):
         self.message = message
 
 
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiException):
-        return exc.status in (429, 500, 502, 503, 504)
-    return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
-
-
 _MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)')
 _POD_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
+# How the API server words an admission webhook it could not call (hanging, down, bad certificate): a 500, or
+# a 504 when the request's own deadline ran out first. Retrying waits out the webhook's timeout again each time.
+_WEBHOOK_CALL_FAILED = re.compile(r"failed (?:calling|to call) webhook")
 
 
-def _status_message(e: ApiException) -> str:
-    """The Status object's message (the body may be cut short), without the per-pod 'pods "x" is forbidden: '."""
-    body = str(e.body or "")
-    m = _MESSAGE.search(body)
+def _status_text(e: ApiException) -> str:
+    """The Status object's message (the body may be cut short), without 'pods "x" is forbidden: '; '' if none."""
+    m = _MESSAGE.search(str(e.body or ""))
     if not m:
-        return body[:500] or str(e.reason)
+        return ""
     try:
         text = json.loads(f'"{m.group(1)}"')
     except ValueError:
         text = m.group(1)
     return _POD_PREFIX.sub("", text)
+
+
+def _status_message(e: ApiException) -> str:
+    """The Status message, else the start of the body, else the HTTP reason: never empty."""
+    return _status_text(e) or str(e.body or "")[:500] or str(e.reason)
+
+
+def _webhook_failure(e: ApiException) -> bool:
+    """A 5xx that is an admission webhook failing, not the API server: a refusal in the webhook's words."""
+    return e.status in (500, 504) and bool(_WEBHOOK_CALL_FAILED.search(_status_text(e)))
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status in (429, 500, 502, 503, 504) and not _webhook_failure(exc)
+    return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
 
 
 def _unreachable_reason(e: BaseException) -> str:
@@ -124,8 +191,11 @@ class ProbeApi:
                     return raw_request(self.conn.api, method, path, query, body, timeout=REQUEST_TIMEOUT)
         except ApiException as e:
             if _transient(e) and retry_http:
+                # The last answer's own words (an etcd timeout, a quota controller) say more than "HTTP 500".
+                said = _status_text(e)
                 raise ClusterAccessError(f"the API server at {self.conn.server} kept failing for {limit:g}s "
-                                         f"during the probe: HTTP {e.status} {e.reason}") from None
+                                         f"during the probe: HTTP {e.status} {e.reason}"
+                                         + (f": {said}" if said else "")) from None
             raise ProbeApiError(e.status or 0, _status_message(e)) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ClusterAccessError(f"cannot reach the API server at {self.conn.server} (retried for "
@@ -158,6 +228,12 @@ def pod_name(run_id: str, node: str) -> str:
     return f"gpu-probe-{run_id}-{hashlib.sha1(node.encode()).hexdigest()[:8]}"[:63].rstrip("-")
 
 
+def expires_at(settings: Settings) -> str:
+    """When an object created now by this run is past its run's end (RFC 3339): the annotation concurrent runs read."""
+    lifetime = settings.probe_timeout + API_OUTAGE_BOUND + CLEANUP_BOUND + EXPIRY_MARGIN
+    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=lifetime)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> dict[str, Any]:
     suffix = hashlib.sha1(node.encode()).hexdigest()[:8]
     gpus = str(settings.probe_gpus)
@@ -167,7 +243,7 @@ def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> d
         "metadata": {
             "name": pod_name(run_id, node),
             "labels": {RUN_LABEL: run_id, MANAGED_BY[0]: MANAGED_BY[1], NODE_LABEL: suffix},
-            "annotations": {"gpu-conformance.nvidia.com/target-node": node},
+            "annotations": {"gpu-conformance.nvidia.com/target-node": node, EXPIRES_ANNOTATION: expires_at(settings)},
         },
         "spec": {
             # No runtimeClassName on purpose: under CDI an ordinary workload must get its GPU without one.
@@ -218,16 +294,9 @@ def required_permissions(namespace: str, mode: str) -> list[tuple[str, str, str,
     return [("create", "", "namespaces", ""), ("delete", "", "namespaces", ""), *pods]
 
 
-def _age(obj: dict, now: dt.datetime) -> float:
-    ts = obj.get("metadata", {}).get("creationTimestamp")
-    try:
-        return (now - dt.datetime.fromisoformat(str(ts).replace("Z", "+00:00"))).total_seconds()
-    except ValueError:
-        return 0.0
-
-
 def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
-    """Probe namespaces and pods of other runs (a kill -9, a lost node), found by the probe's run-id label."""
+    """Probe namespaces and pods of other runs, found by the probe's run-id label: a dead run's leftovers (a
+    kill -9, a lost node) or a concurrent run's live objects (Leftover.in_progress, from their expires-at)."""
     now = dt.datetime.now(dt.UTC)
     sel = [("labelSelector", RUN_LABEL)]
     out: list[Leftover] = []
@@ -238,12 +307,12 @@ def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
             continue
         namespaces.add(name_of(ns))
         if not ns["metadata"].get("deletionTimestamp"):
-            out.append(Leftover("namespace", name_of(ns), "", rid, _age(ns, now)))
+            out.append(Leftover.of("namespace", ns, rid, now))
     for p in api.items("/api/v1/pods", sel):
         rid = labels_of(p).get(RUN_LABEL, "")
         ns = p["metadata"].get("namespace", "")
         if rid != run_id and ns not in namespaces and not p["metadata"].get("deletionTimestamp"):
-            out.append(Leftover("pod", name_of(p), ns, rid, _age(p, now)))
+            out.append(Leftover.of("pod", p, rid, now))
     return sorted(out, key=lambda lo: -lo.age_seconds)
 
 
@@ -372,7 +441,8 @@ class Probe:
     def _create_namespace(self) -> None:
         body = {"apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": self.obs.namespace,
-                             "labels": {RUN_LABEL: self.settings.run_id, MANAGED_BY[0]: MANAGED_BY[1]}}}
+                             "labels": {RUN_LABEL: self.settings.run_id, MANAGED_BY[0]: MANAGED_BY[1]},
+                             "annotations": {EXPIRES_ANNOTATION: expires_at(self.settings)}}}
         self._write("POST", "/api/v1/namespaces", body, what="create namespaces")
         # Pods are rejected until the namespace's default ServiceAccount exists (a short race after creation).
         end = time.monotonic() + 20
@@ -412,6 +482,7 @@ class Probe:
         obs = self.obs
         deadline = time.monotonic() + self.settings.probe_timeout
         unschedulable_since: dict[str, float] = {}
+        nodes = NodeChecks()
         live = [p for p in obs.pods.values() if not p.refused]
         polls = 0
         while live and not obs.aborted:
@@ -421,27 +492,14 @@ class Probe:
                 obs.aborted = f"the probe namespace {obs.namespace} was deleted by someone else while the " \
                               "probe pods ran"
                 return
-            pods = {name_of(p): p for p in self.api.items(
-                f"{self._ns_path()}/pods", [("labelSelector", f"{RUN_LABEL}={self.settings.run_id}")])}
-            events = self.api.items(f"{self._ns_path()}/events", [("fieldSelector", "involvedObject.kind=Pod")])
-            by_pod: dict[str, list[dict]] = {}
-            for e in events:
-                by_pod.setdefault(e.get("involvedObject", {}).get("name", ""), []).append(e)
+            pods, by_pod = self._poll()
             now = time.monotonic()
             for p in live:
-                if p.gone:
-                    continue
-                p.events = sorted(by_pod.get(p.name, []), key=lambda e: str(e.get("lastTimestamp") or
-                                                                            e.get("eventTime") or ""))
-                current = pods.get(p.name)
-                if current is None:
-                    p.gone = f"probe pod {p.name} was deleted by someone else before it finished"
-                    continue
-                p.pod = current
-                if current["metadata"].get("deletionTimestamp") and p.phase not in ("Succeeded", "Failed"):
-                    p.gone = f"probe pod {p.name} is being deleted by someone else before it finished"
-                if unschedulable(current):
+                if not p.gone:
+                    self._observe(p, pods.get(p.name), by_pod.get(p.name, []))
+                if p.pod and unschedulable(p.pod):
                     unschedulable_since.setdefault(p.name, now)
+            self._mark_deleted_nodes(nodes.due(live, now))
             if all(settled(p, now - unschedulable_since.get(p.name, now)) for p in live):
                 return
             if now >= deadline:
@@ -449,10 +507,47 @@ class Probe:
             # Quick first looks (a healthy pod is done in about a second), then once per POLL_INTERVAL.
             time.sleep(min(POLL_INTERVAL * min(1.0, 0.25 * 2 ** (polls - 1)), max(0.0, deadline - now)))
 
+    def _poll(self) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+        """This run's pods by name, and their events by pod name: two LISTs, whatever the number of pods."""
+        pods = {name_of(p): p for p in self.api.items(
+            f"{self._ns_path()}/pods", [("labelSelector", f"{RUN_LABEL}={self.settings.run_id}")])}
+        events = self.api.items(f"{self._ns_path()}/events", [("fieldSelector", "involvedObject.kind=Pod")])
+        by_pod: dict[str, list[dict]] = {}
+        for e in events:
+            by_pod.setdefault(e.get("involvedObject", {}).get("name", ""), []).append(e)
+        return pods, by_pod
+
+    @staticmethod
+    def _observe(p: PodObservation, current: dict | None, events: list[dict]) -> None:
+        p.events = sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        if current is None:
+            p.gone = f"probe pod {p.name} was deleted by someone else before it finished"
+            return
+        p.pod = current
+        if current["metadata"].get("deletionTimestamp") and p.phase not in ("Succeeded", "Failed"):
+            p.gone = f"probe pod {p.name} is being deleted by someone else before it finished"
+
+    def _mark_deleted_nodes(self, suspects: list[PodObservation]) -> None:
+        """A GET of each suspect pod's node: a 404 means nothing will ever run that pod (or the pod GC took it)."""
+        if not suspects:
+            return
+
+        def deleted(p: PodObservation) -> bool:
+            try:
+                return self.api.get_or_none(f"/api/v1/nodes/{p.node}") is None
+            except ProbeApiError as e:
+                # Not allowed to get nodes (a Role with list only): the probe goes on without this shortcut.
+                log.debug("cannot get node %s while probing: %s", p.node, e)
+                return False
+
+        with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+            for p, gone in zip(suspects, pool.map(deleted, suspects), strict=True):
+                p.node_deleted = p.node_deleted or gone
+
     # ---- capture ---------------------------------------------------------------------------
     def _capture_logs(self) -> None:
         wanted = [p for p in self.obs.pods.values()
-                  if not p.gone and p.phase in ("Succeeded", "Failed", "Running")]
+                  if not taken_away(p) and p.phase in ("Succeeded", "Failed", "Running")]
 
         def fetch(p: PodObservation) -> None:
             try:

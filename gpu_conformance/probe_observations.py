@@ -6,6 +6,8 @@ them like any other layer judges the snapshot. Nothing here talks to the cluster
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -56,6 +58,8 @@ class PodObservation:
     refused: str = ""
     # The pod vanished or got a deletionTimestamp that we did not set.
     gone: str = ""
+    # The pod's node no longer exists (a GET of it answered 404): nothing will ever run the pod.
+    node_deleted: bool = False
 
     @property
     def output(self) -> ProbeOutput:
@@ -73,23 +77,85 @@ class PodObservation:
         return {"name": self.name, "node": self.node, "phase": self.phase or ("Refused" if self.refused else "?"),
                 "image": image, "resource": self.resource, "events": self.event_lines(), "logs": self.logs,
                 "logs_truncated": self.logs_truncated, "logs_error": self.logs_error,
-                "refused": self.refused, "gone": self.gone,
+                "refused": self.refused, "gone": self.gone, "node_deleted": self.node_deleted,
                 "gpus_seen": out.gpus, "visible_devices": out.visible_devices, "cdi": out.injected_by_cdi}
+
+
+# When a probe object's run will be over (RFC 3339, UTC), written on every pod and namespace the probe creates: a
+# concurrent run leaves a live run's objects alone and reports them as a run in progress, not as leftovers.
+EXPIRES_ANNOTATION = "gpu-conformance.nvidia.com/expires-at"
+# Objects written before that annotation: their run is taken as alive this long after it started (the timestamp
+# in its run id, else the object's creation), beyond any probe that runs with the default --probe-timeout.
+LIFETIME_WITHOUT_ANNOTATION = 15 * 60.0
+_RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})-")
 
 
 @dataclass(frozen=True)
 class Leftover:
-    """A probe namespace or pod of another (earlier, killed) run, found by the probe's labels."""
+    """A probe namespace or pod of another run: a dead run's leftover, or (expires_in > 0) a run in progress."""
 
     kind: str          # "namespace" or "pod"
     name: str
     namespace: str     # for pods
     run_id: str
     age_seconds: float
+    # Seconds until its run is over by its own account (expires-at); <= 0: the run is over, the object is left.
+    expires_in: float = 0.0
+
+    @property
+    def in_progress(self) -> bool:
+        return self.expires_in > 0
+
+    @classmethod
+    def of(cls, kind: str, obj: dict[str, Any], run_id: str, now: dt.datetime) -> Leftover:
+        meta = obj.get("metadata") or {}
+        created = _timestamp(meta.get("creationTimestamp"))
+        age = (now - created).total_seconds() if created else 0.0
+        expires = _expiry(meta, run_id, created)
+        return cls(kind, str(meta.get("name", "")), str(meta.get("namespace", "")), run_id, age,
+                   (expires - now).total_seconds() if expires else 0.0)
 
     def describe(self) -> str:
         what = f"namespace {self.name}" if self.kind == "namespace" else f"pod {self.namespace}/{self.name}"
-        return f"{what} (run {self.run_id or '?'}, age {format_age(self.age_seconds)})"
+        running = f", in progress for up to {format_age(self.expires_in)} more" if self.in_progress else ""
+        return f"{what} (run {self.run_id or '?'}, age {format_age(self.age_seconds)}{running})"
+
+
+def _timestamp(value: Any) -> dt.datetime | None:
+    try:
+        ts = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return ts if ts.tzinfo else ts.replace(tzinfo=dt.UTC)
+
+
+def _expiry(meta: dict[str, Any], run_id: str, created: dt.datetime | None) -> dt.datetime | None:
+    """When the object's run is over: its expires-at annotation, else a fixed lifetime from the run's start."""
+    stated = _timestamp((meta.get("annotations") or {}).get(EXPIRES_ANNOTATION))
+    if stated:
+        return stated
+    m = _RUN_ID_TIME.match(run_id)
+    try:
+        started = dt.datetime.strptime(m.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=dt.UTC) if m else created
+    except ValueError:
+        started = created
+    return started + dt.timedelta(seconds=LIFETIME_WITHOUT_ANNOTATION) if started else None
+
+
+def runs_in_progress(leftovers: list[Leftover]) -> list[str]:
+    """One line per other run whose probe objects are still within their lifetime: run id, objects, age."""
+    runs: dict[str, list[Leftover]] = {}
+    for lo in leftovers:
+        if lo.in_progress:
+            runs.setdefault(lo.run_id, []).append(lo)
+    return [f"run {rid or '?'} ({len(los)} probe object(s), age {format_age(max(lo.age_seconds for lo in los))}, "
+            f"done within {format_age(max(lo.expires_in for lo in los))})" for rid, los in runs.items()]
+
+
+def leftovers_dict(leftovers: list[Leftover]) -> dict[str, list[str]]:
+    """The report's view: what dead runs left (a warning) apart from the runs still in progress (information)."""
+    return {"leftovers": [lo.describe() for lo in leftovers if not lo.in_progress],
+            "other_runs": runs_in_progress(leftovers)}
 
 
 def format_age(seconds: float) -> str:
@@ -129,5 +195,5 @@ class ProbeObservations:
                 "seconds": round(self.seconds, 2), "requests": self.requests,
                 "not_probed": {n: {"reason": str(s.kind), "message": s.message}
                                for n, s in sorted(self.plan.not_probed.items())},
-                "leftovers": [lo.describe() for lo in self.leftovers],
+                **leftovers_dict(self.leftovers),
                 "pods": [p.to_dict(self.image) for p in self.pods.values()]}

@@ -17,7 +17,7 @@ from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
 from gpu_conformance.model import LAYER_ORDER, Finding, Layer
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, DRIVER, DRIVER_COMPONENT_LABEL, POLICY_SWITCHES
 from gpu_conformance.probe import Probe, ProbeApi, list_leftovers, required_permissions, resolve_namespace
-from gpu_conformance.probe_observations import Leftover, ProbeObservations
+from gpu_conformance.probe_observations import Leftover, ProbeObservations, leftovers_dict
 from gpu_conformance.run_result import RunResult
 from gpu_conformance.settings import Settings
 from gpu_conformance.targets import Target, open_target
@@ -181,7 +181,7 @@ class ConformanceRun:
             findings=self.findings,
             verdict=self.verdict(),
             probe=self.probe_run.to_dict() if self.probe_run else {
-                "skipped": "probe layer not run", "pods": [], "leftovers": [lo.describe() for lo in self.leftovers]},
+                "skipped": "probe layer not run", "pods": [], **leftovers_dict(self.leftovers)},
             settings=settings,
         )
 

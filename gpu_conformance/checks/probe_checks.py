@@ -173,9 +173,56 @@ def unschedulable(pod: dict) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
+# status.reason of a pod the kubelet or the node controller stopped for the node's sake, not the GPU's.
+_STOPPED_FOR_NODE = {
+    "Evicted": "the probe pod was evicted",                              # node-pressure eviction
+    "Preempting": "the probe pod was preempted by the kubelet",          # to admit a critical pod
+    "Terminated": "the probe pod was terminated",                        # graceful node shutdown
+    "NodeShutdown": "the probe pod was rejected: the node is shutting down",
+    "NodeLost": "node {node} was lost while its probe pod ran",          # the node controller, older clusters
+}
+# DisruptionTarget condition reasons (Kubernetes 1.26+): who is taking the pod away, set before it goes.
+_DISRUPTIONS = {
+    "DeletionByPodGC": "node {node} was deleted while its probe pod ran",  # only orphans get this condition
+    "EvictionByEvictionAPI": "the probe pod was evicted through the Eviction API (e.g. kubectl drain)",
+    "PreemptionByScheduler": "the probe pod was preempted by the scheduler",
+    "PreemptionByKubeScheduler": "the probe pod was preempted by the scheduler",  # its name in 1.26
+    "DeletionByTaintManager": "the probe pod was deleted for a NoExecute taint on its node",
+    "TerminationByKubelet": "the probe pod was terminated by the kubelet",
+}
+
+
+def _said(sentence: str, node: str, message: str) -> str:
+    return f"{sentence.format(node=node)}: {message}".rstrip(": ")
+
+
+def disruption(pod: dict, node: str) -> str:
+    """Why the cluster took a probe pod away (evicted, preempted, node gone), in its own words; '' if it did not.
+
+    Transient, not a GPU failure: the same pod on a calm node would have run.
+    """
+    status = pod.get("status") or {}
+    if status.get("phase") == "Succeeded":
+        return ""
+    reason = status.get("reason") or ""
+    if reason in _STOPPED_FOR_NODE:
+        return _said(_STOPPED_FOR_NODE[reason], node, status.get("message") or "")
+    for c in status.get("conditions") or []:
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True" and c.get("reason") in _DISRUPTIONS:
+            return _said(_DISRUPTIONS[c["reason"]], node, c.get("message") or "")
+    return ""
+
+
+def taken_away(obs: PodObservation) -> str:
+    """Why this probe pod cannot speak for its node's GPU (deleted node, eviction, someone deleted it); '' if none."""
+    if obs.node_deleted:
+        return f"node {obs.node} was deleted while its probe pod ran"
+    return disruption(obs.pod or {}, obs.node) or obs.gone
+
+
 def settled(obs: PodObservation, unschedulable_for: float) -> bool:
     """True once waiting longer cannot change what this pod tells us."""
-    if obs.refused or obs.gone:
+    if obs.refused or taken_away(obs):
         return True
     pod = obs.pod or {}
     if obs.phase in FINISHED or pull_failure(pod) or start_failure(pod):
@@ -207,8 +254,8 @@ def _kubectl(obs: ProbeObservations, p: PodObservation, verb: str = "describe po
 
 
 def _judged(obs: ProbeObservations) -> list[PodObservation]:
-    """Pods that got as far as the scheduler: not refused by admission, not deleted by someone else."""
-    return [p for p in obs.pods.values() if not p.refused and not p.gone]
+    """Pods that got as far as the scheduler: not refused by admission, not taken away (node deleted, evicted)."""
+    return [p for p in obs.pods.values() if not p.refused and not taken_away(p)]
 
 
 @check("PRB-001", L, "a pod requesting a GPU is scheduled on the node",
@@ -234,9 +281,12 @@ def probe_scheduled(snap: ClusterSnapshot, settings: Settings, obs: ProbeObserva
         f.append(Finding(Status.WARN, f"the probe did not finish: {obs.aborted}",
                          evidence={"transient": True, "namespace": obs.namespace}))
     for p in obs.pods.values():
-        if p.gone:
-            f.append(Finding(Status.WARN, p.gone, node=p.node,
-                             evidence={"transient": True, "pod": p.name}, kubectl=_kubectl(obs, p, "get pod")))
+        why = "" if p.refused else taken_away(p)
+        if why:
+            # The node's or the cluster's doing, not the GPU's: INCOMPLETE for this node, said in its own words.
+            f.append(Finding(Status.WARN, why, node=p.node,
+                             evidence={"transient": True, "pod": p.name, "phase": p.phase or "?"},
+                             kubectl=_kubectl(obs, p, "get pod")))
     for p in _judged(obs):
         pod = p.pod or {}
         if (pod.get("spec") or {}).get("nodeName"):
