@@ -16,6 +16,10 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import gpu_conformance.probe as probe_mod
+
+# Imported here, at collection: pytester's in-process runs drop modules first imported inside them, and a
+# conftest patching a dropped module's twin would patch nothing.
+import gpu_conformance.report.json_report as json_report
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.errors import EXIT_CLUSTER_ACCESS, EXIT_INTERNAL, EXIT_OUTPUT, ClusterAccessError
 from gpu_conformance.session import ConformanceRun
@@ -59,8 +63,6 @@ def inprocess(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # no
     monkeypatch.setattr(ConformanceRun, "start", ConformanceRun.start)
     for name in ("_gpus_in_use", "_create_pods", "_wait", "_capture_logs", "_cleanup"):
         monkeypatch.setattr(probe_mod.Probe, name, getattr(probe_mod.Probe, name))
-    from gpu_conformance.report import json_report
-
     monkeypatch.setattr(json_report, "write_json", json_report.write_json)
 
     def run(inject: str, *args: str) -> tuple[pytest.RunResult, Path]:
@@ -171,9 +173,8 @@ ConformanceRun.start = start2
 def test_reports_that_cannot_be_written_are_exit_8_and_the_probe_is_cleaned_up(inprocess) -> None:
     # ENOSPC while writing conformance.json: was a traceback and exit 1 ("not conformant").
     result, _ = inprocess(HEALTHY_PROBE + """
-import errno
-from gpu_conformance.report import json_report
-CLEANED = []
+import errno, sys
+json_report = sys.modules["gpu_conformance.report.json_report"]
 def full(result, report_dir):
     raise OSError(errno.ENOSPC, "No space left on device", str(report_dir / "conformance.json"))
 json_report.write_json = full
