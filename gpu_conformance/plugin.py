@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpu_conformance import pytest_reporting
+from gpu_conformance.closed_stdout import GuardedStream, guard_terminal
 from gpu_conformance.control_chars import printable
 from gpu_conformance.errors import (
     EXIT_OUTPUT,
@@ -222,6 +223,11 @@ class ConformanceSession:
         self.internal: InternalError | None = None
         self.result: RunResult | None = None
         self.reports: dict[str, Path] = {}
+        # The terminal's stream, guarded against a reader that goes away (closed_stdout.py).
+        self.stdout: GuardedStream | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.stdout = guard_terminal(self._terminal())
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         # Paths given on the command line are the user's choice; otherwise only the conformance modules run.
@@ -284,6 +290,8 @@ class ConformanceSession:
     def _say(self, *lines: str, **markup: bool) -> None:
         """Lines for the terminal (stderr when pytest runs without its terminal reporter, e.g. -p no:terminal)."""
         tr = self._terminal()
+        if self.stdout is not None and self.stdout.gone:
+            tr = None  # the terminal went away: stderr may still reach a person (or a log)
         for line in lines:
             try:
                 if tr is not None:
@@ -332,6 +340,10 @@ class ConformanceSession:
                 self._fail_output(session, _output_error(e2, str(self.settings.report_dir)))
         if others is not None and session.exitstatus != EXIT_OUTPUT:
             self._fail_output(session, others)
+        if self.stdout is not None and self.stdout.gone and session.exitstatus != EXIT_OUTPUT:
+            where = self.reports.get("json") or self.settings.report_dir
+            self._fail_output(session, OutputError(f"standard output was closed before the run ended; the "
+                                                   f"reports are written ({where})"))
 
     def _fail_output(self, session: pytest.Session, e: OutputError) -> None:
         """The reports cannot be written: one line, exit 8; the run's own cleanup has run already."""

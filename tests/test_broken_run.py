@@ -277,3 +277,28 @@ def test_a_long_log_line_is_clipped_in_the_finding() -> None:
                log="starting\n" + "E" * 16_000 + "\n")
     f = only_node("DRV-002", snap)
     assert len(f.message) < LOG_LINE_CHARS + 1000 and "(15500 more characters)" in f.message
+
+
+def test_a_closed_stdout_still_writes_the_reports_and_exits_8(tmp_path: Path) -> None:
+    # `pytest --cluster | head -1`: was exit 1, no conformance report, an empty green junit.xml.
+    import subprocess
+    import sys
+
+    tests_dir = Path(__file__).parent
+    (tmp_path / "conftest.py").write_text(f"import sys\nsys.path.insert(0, {str(tests_dir)!r})\n"
+                                          + FAKE_START + HEALTHY_PROBE.replace("\\\\n", "\\n"))
+    (tmp_path / "test_layers.py").write_text(ALL_LAYERS)
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--cluster", f"--report-dir={reports}",
+                             "-p", "no:cacheprovider"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()  # what `head -1` reads, then it exits
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == EXIT_OUTPUT, err
+    assert "standard output was closed" in err and "Traceback" not in err, err
+    assert verdict_of(reports) == "CONFORMANT"  # the run itself finished: its verdict is kept
+    from gpu_conformance import catalogue
+
+    assert f'tests="{len(catalogue.all_checks())}"' in (reports / "junit.xml").read_text()
