@@ -47,6 +47,27 @@ def test_crd_missing_fails() -> None:
     assert f.status == Status.FAIL and "not installed" in f.message and f.node is None
 
 
+@pytest.mark.parametrize(("served", "ok"), [(["v1"], True), (["v1alpha1", "v1"], True), (["v1alpha1"], False),
+                                             ([], False)])
+def test_a_crd_that_does_not_serve_v1_is_named_not_read_as_no_clusterpolicy(served: list[str], ok: bool) -> None:
+    # Issue 26: a CRD serving only another version answered 404 to the ClusterPolicy LIST: "no ClusterPolicy".
+    snap = healthy_snapshot()
+    snap.crd_served = {"clusterpolicies.nvidia.com": served}
+    if not ok:
+        snap.clusterpolicies.clear()  # what the 404 on nvidia.com/v1 leaves
+    (f,) = run("OPR-001", snap)
+    assert f.status == (Status.PASS if ok else Status.FAIL), f.message
+    if not ok:
+        assert "does not serve v1" in f.message and f.evidence["observed"] == served
+
+
+def test_served_versions_are_read_from_the_crd() -> None:
+    from gpu_conformance.cluster.reader import served_versions
+
+    crd = {"spec": {"versions": [{"name": "v1", "served": False}, {"name": "v1alpha1", "served": True}]}}
+    assert served_versions(crd) == ["v1alpha1"]
+
+
 def test_no_clusterpolicy_fails_and_later_checks_say_na() -> None:
     snap = healthy_snapshot()
     snap.clusterpolicies.clear()

@@ -39,6 +39,8 @@ from gpu_conformance.operands import (
 from gpu_conformance.settings import Settings
 
 L = Layer.OPERATOR
+# The only version of ClusterPolicy any operator release serves (api/nvidia/v1 in every tag from v22.9).
+CLUSTERPOLICY_VERSION = "v1"
 # Operands no later layer examines: their pods' health is judged here, per node.
 MONITORING = (DCGM, DCGM_EXPORTER, MIG_MANAGER, NODE_STATUS_EXPORTER)
 # Init containers that only wait for an earlier stage; a pod stuck there is a symptom, not a cause.
@@ -51,6 +53,16 @@ GATES = ("toolkit-validation", "driver-validation")
        detects="operator not installed, or its CRD deleted")
 def clusterpolicy_crd(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if CLUSTERPOLICY_CRD in snap.crds:
+        served = snap.crd_served.get(CLUSTERPOLICY_CRD)
+        # Every release from v22.9 on writes ClusterPolicy as nvidia.com/v1 only; a CRD edited (or left by a
+        # broken upgrade) to serve something else hides every ClusterPolicy from the operator and from us.
+        if served is not None and CLUSTERPOLICY_VERSION not in served:
+            return [cluster_finding(
+                Status.FAIL, f"CRD {CLUSTERPOLICY_CRD} exists but does not serve {CLUSTERPOLICY_VERSION} "
+                f"(serves: {', '.join(served) or 'no version'}): the operator reads and writes nvidia.com/"
+                f"{CLUSTERPOLICY_VERSION}, so no ClusterPolicy can be read",
+                object=f"customresourcedefinition/{CLUSTERPOLICY_CRD}", observed=served,
+                expected=[CLUSTERPOLICY_VERSION])]
         return [cluster_finding(Status.PASS, f"CRD {CLUSTERPOLICY_CRD} is served")]
     return [cluster_finding(Status.FAIL,
                             f"CRD {CLUSTERPOLICY_CRD} does not exist: the GPU Operator is not installed",

@@ -206,7 +206,9 @@ class ClusterReader:
         snap.runtimeclasses = results["runtimeclasses"] or []
         snap.operator_pods = results["operator_pods"] or []
         snap.nfd_pods = results["nfd_pods"] or []
-        snap.crds = {name_of(c) for c in (results["crd_cp"] or []) + (results["crd_nvd"] or [])}
+        crds = (results["crd_cp"] or []) + (results["crd_nvd"] or [])
+        snap.crds = {name_of(c) for c in crds}
+        snap.crd_served = {name_of(c): served_versions(c) for c in crds}
         snap.kubernetes_version = (results["version"] or {}).get("gitVersion", "")
 
         ns = operator_namespace or discover_namespace(snap)
@@ -285,6 +287,11 @@ class ClusterReader:
             return {}
         with ThreadPoolExecutor(max_workers=4) as pool:
             return dict(pool.map(fetch, wanted))
+
+
+def served_versions(crd: dict[str, Any]) -> list[str]:
+    versions = (crd.get("spec") or {}).get("versions") or []
+    return [str(v.get("name")) for v in versions if isinstance(v, dict) and v.get("served")]
 
 
 class NotKubernetesResponse(ValueError):

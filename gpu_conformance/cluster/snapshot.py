@@ -74,6 +74,9 @@ class ClusterSnapshot:
     csvs: list[Obj] = field(default_factory=list)
     # Names of the CRDs that matter (clusterpolicies.nvidia.com, nvidiadrivers.nvidia.com) that exist.
     crds: set[str] = field(default_factory=set)
+    # The versions each of those CRDs serves (spec.versions[].served): a CRD that exists but no longer serves the
+    # version the operator writes reads like "no ClusterPolicy" unless it is told apart.
+    crd_served: dict[str, list[str]] = field(default_factory=dict)
     # Last log lines of containers the checks want to quote, keyed by (pod, container).
     logs: dict[tuple[str, str], str] = field(default_factory=dict)
     operator_namespace: str = ""
