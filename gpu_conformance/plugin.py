@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Generator
 from pathlib import Path
@@ -24,6 +25,7 @@ from gpu_conformance import pytest_reporting
 from gpu_conformance.closed_stdout import GuardedStream, guard_terminal
 from gpu_conformance.control_chars import printable
 from gpu_conformance.errors import (
+    EXIT_INTERNAL,
     EXIT_OUTPUT,
     ConformanceError,
     InternalError,
@@ -33,7 +35,7 @@ from gpu_conformance.errors import (
 )
 from gpu_conformance.model import LAYER_ORDER, Layer, Status
 from gpu_conformance.settings import Settings, load_config_file
-from gpu_conformance.signals import install_sigterm, restore_sigterm
+from gpu_conformance.signals import install_sigterm, restore_sigterm, signals_deferred
 from gpu_conformance.verdict import NOT_CONFORMANT
 
 if TYPE_CHECKING:
@@ -322,11 +324,22 @@ class ConformanceSession:
         """Reports and the exit code, after every other plugin's sessionfinish (junitxml wrote junit.xml: a
         failed run replaces it). A wrapper, so that another writer's failure (junit.xml on a full disk) is one
         line and exit 8 rather than a traceback, and this run's own reports are still attempted."""
-        others: OutputError | None = None
-        try:
-            yield
-        except OSError as e:
-            others = _output_error(e, "a report")
+        # A signal while reports are written (SIGTERM from CI's timeout, a second Ctrl-C) waits until they are
+        # complete: it gave a traceback and exit 1, or no conformance.json. The run then exits 2 (interrupted).
+        with signals_deferred() as received:
+            others: OutputError | None = None
+            try:
+                yield
+            except OSError as e:
+                others = _output_error(e, "a report")
+            self._write_reports(session, exitstatus, others)
+        if received and session.exitstatus not in (EXIT_OUTPUT, EXIT_INTERNAL):
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            names = ", ".join(sorted({signal.Signals(n).name for n in received}))
+            self._say(f"gpu-conformance: {names} while the reports were written: they were completed first",
+                      red=True, bold=True)
+
+    def _write_reports(self, session: pytest.Session, exitstatus: int, others: OutputError | None) -> None:
         try:
             self._finish(session, exitstatus)
         except OSError as e:

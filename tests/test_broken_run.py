@@ -302,3 +302,21 @@ def test_a_closed_stdout_still_writes_the_reports_and_exits_8(tmp_path: Path) ->
     from gpu_conformance import catalogue
 
     assert f'tests="{len(catalogue.all_checks())}"' in (reports / "junit.xml").read_text()
+
+
+def test_a_signal_while_the_reports_are_written_waits_for_them(inprocess) -> None:
+    # SIGTERM while reports were written: sometimes a traceback and exit 1, or no conformance.json.
+    result, reports = inprocess(HEALTHY_PROBE + """
+import os, signal, sys
+json_report = sys.modules["gpu_conformance.report.json_report"]
+real = json_report.write_json
+def signalled(result, report_dir):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return real(result, report_dir)
+json_report.write_json = signalled
+""")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 2, out[-3000:]
+    assert "SIGTERM while the reports were written" in out and "Traceback" not in out
+    assert verdict_of(reports) == "CONFORMANT"
+    assert (reports / "conformance.html").is_file()
