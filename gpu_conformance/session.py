@@ -12,10 +12,10 @@ from gpu_conformance import catalogue
 from gpu_conformance.checks.common import operator_image, operator_version
 from gpu_conformance.cluster.connect import Connection, connect
 from gpu_conformance.cluster.reader import read_snapshot
-from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
 from gpu_conformance.model import LAYER_ORDER, Finding, Layer
-from gpu_conformance.operands import CLUSTERPOLICY_CRD, DRIVER, DRIVER_COMPONENT_LABEL, POLICY_SWITCHES
+from gpu_conformance.operands import CLUSTERPOLICY_CRD, POLICY_SWITCHES
 from gpu_conformance.probe import Probe, ProbeApi, list_leftovers, required_permissions, resolve_namespace
 from gpu_conformance.probe_observations import Leftover, ProbeObservations, leftovers_dict
 from gpu_conformance.run_result import RunResult
@@ -29,23 +29,11 @@ def new_run_id() -> str:
 
 
 def driver_config(snap: ClusterSnapshot) -> dict[str, str]:
-    """How each GPU node gets its driver, as the report states it."""
-    key, value = DRIVER_COMPONENT_LABEL
-    driver_pod_nodes = {p.get("spec", {}).get("nodeName") for p in snap.pods if labels_of(p).get(key) == value}
-    use_crd = bool(snap.policy_spec("driver", "useNvidiaDriverCRD"))
-    enabled = snap.policy_spec("driver", "enabled")
-    out = {}
-    for node in snap.gpu_nodes:
-        n = name_of(node)
-        if labels_of(node).get(DRIVER.deploy_label) == "pre-installed":
-            out[n] = "pre-installed"
-        elif enabled is False:
-            out[n] = "host"
-        elif n in driver_pod_nodes:
-            out[n] = "nvidiadriver-cr" if use_crd else "operator"
-        else:
-            out[n] = "unknown"
-    return out
+    """How each GPU node gets its driver, as the report's header states it: the very DriverMode DRV-001 judges
+    (facts.driver_mode, computed once per snapshot), so the header and the check cannot disagree."""
+    from gpu_conformance.facts import facts
+
+    return {node: mode.report_name for node, mode in facts(snap).driver_modes.items()}
 
 
 class ConformanceRun:

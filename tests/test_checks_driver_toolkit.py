@@ -350,3 +350,24 @@ def test_driver_disabled_via_policy_switches_mode():
     remove_pods(snap, DRIVER)
     assert {f.status for f in run("DRV-002", snap)} == {Status.NA}
     assert {f.evidence["observed"] for f in run("DRV-001", snap)} == {"host"}
+
+
+@pytest.mark.parametrize("situation", ["opted-out-no-pod", "pod-missing", "host", "pre-installed", "healthy"])
+def test_report_header_and_drv001_name_the_same_driver_mode(situation: str) -> None:
+    # Issue 23: a node labelled deploy.driver=false without a driver pod was "host" in DRV-001 and "unknown" in
+    # the report header; both now read facts.driver_mode.
+    from gpu_conformance.session import driver_config
+
+    snap = healthy_snapshot(driver="host" if situation == "host" else
+                            "pre-installed" if situation == "pre-installed" else "operator")
+    if situation in ("opted-out-no-pod", "pod-missing"):
+        remove_pods(snap, DRIVER, "gpu-node-2")
+    if situation == "opted-out-no-pod":
+        set_label(snap, "gpu-node-2", "nvidia.com/gpu.deploy.driver", "false")
+    refresh(snap)
+    header = driver_config(snap)
+    for node in snap.gpu_node_names:
+        f = on("DRV-001", snap, node=node)
+        assert f.evidence["observed"] == header[node].replace("nvidiadriver-cr", "operator"), (node, f.evidence, header)
+    if situation == "opted-out-no-pod":
+        assert header["gpu-node-2"] == "host"
