@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 _binaries: dict[str, str | None] = {}
 
 # The tiers (issue 24). `pytest` runs the fast one: every check's failing and healthy case on snapshots, the
-# reports, the plugin, bad input — and one whole run of the suite on a simulated cluster (marked `smoke`).
+# reports, the plugin, bad input — and one whole run of the suite on a simulated cluster (marked `fast`, as
+# are the pure tests that live in a slow tier's module).
 # `pytest --tiers=slow` runs the rest: the fault matrix and profiles on simulated clusters, the real operator,
 # real nodes, kind, scale. `--tiers=all` runs both in one session. A test is slow when it carries one of these
 # marks (it boots something) or is marked `slow` itself (measured: it takes long without booting a cluster).
@@ -30,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def is_slow(item: pytest.Item) -> bool:
-    if item.get_closest_marker("smoke") is not None:
+    if item.get_closest_marker("fast") is not None:
         return False
     return any(item.get_closest_marker(m) is not None for m in SLOW_MARKS)
 

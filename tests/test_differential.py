@@ -54,6 +54,7 @@ def verdicts(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.fast  # pure: the fault list
 def test_every_fault_runs_against_the_real_operator_or_says_why_not() -> None:
     assert all(f.simulated_only or f.profile in ("default", "v25.3") for f in FAULTS.values())
     assert len(ALL_DIFFERENTIAL) >= 20 and set(DIFFERENTIAL) <= set(ALL_DIFFERENTIAL)

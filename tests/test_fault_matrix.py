@@ -101,12 +101,14 @@ def test_fault_trips_exactly_its_checks(name: str, tmp_path: Path) -> None:
     assert_declared(f, data)
 
 
+@pytest.mark.fast  # pure: the fault list against the catalogue
 def test_every_check_is_tripped_by_some_fault() -> None:
     tripped = set().union(*(f.checks for f in FAULTS.values()))
     unreached = {c.id for c in catalogue.all_checks()} - tripped - NEVER_FAIL
     assert not unreached, f"no fault makes these checks fail: {sorted(unreached)}"
 
 
+@pytest.mark.fast
 def test_every_fault_is_documented() -> None:
     for f in FAULTS.values():
         assert f.description and f.injection, f.name

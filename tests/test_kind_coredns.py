@@ -26,8 +26,8 @@ from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
 from gpu_conformance.sim.realnode import oci
 
-# The kind tier's node image and CoreDNS (built once, ~4 min cold): a slow tier.
-pytestmark = pytest.mark.slow
+# The kind tier's node image and CoreDNS (built once, ~4 min cold) are a slow tier; the pins are not.
+slow = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +71,7 @@ def test_coredns_image_refuses_a_tag_kubeadm_does_not_run(tmp_path: Path) -> Non
         nodeimage.coredns_image({"coredns": "registry.k8s.io/coredns/coredns:v1.99.0"}, tmp_path / "coredns")
 
 
+@slow
 def test_node_image_has_every_kubeadm_image_and_coredns_as_kubeadm_runs_it(dirs: kindbin.BinDirs,
                                                                           tmp_path: Path) -> None:
     kubeadm = dirs.find("kubeadm")
@@ -145,6 +146,7 @@ def _query_a(port: int, name: str) -> tuple[int, list[str]]:
     return flags & 0xF, ips
 
 
+@slow
 def test_coredns_from_the_image_has_kubeadms_plugins_and_answers_dns(dirs: kindbin.BinDirs, tmp_path: Path) -> None:
     names = nodeimage.image_names(dirs.find("kubeadm"))
     archive = oci.write_archive(nodeimage.coredns_image(names, dirs.find("coredns")), tmp_path / "coredns.tar")

@@ -44,7 +44,7 @@ def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600, check=False)
 
 
-@pytest.mark.smoke
+@pytest.mark.fast  # the fast tier's one whole run of the suite on a simulated cluster
 def test_readme_first_command_and_sim_up_agree(tmp_path: Path) -> None:
     # 1. pytest --cluster=sim: boots, runs, writes all five outputs, tears down.
     proc = _pytest("--cluster=sim", f"--report-dir={tmp_path / 'a'}")
