@@ -36,7 +36,16 @@ def is_slow(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) is not None for m in SLOW_MARKS)
 
 
+# Tiers that hold one machine-wide resource: the real-node tier's fixed pod CIDR and network namespaces, the kind
+# tier's Docker daemon. Under `pytest -n N --dist loadgroup` each runs on one worker, one test at a time.
+EXCLUSIVE_TIERS = ("realnode", "kind")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = next((m for m in EXCLUSIVE_TIERS if item.get_closest_marker(m) is not None), None)
+        if tier is not None:
+            item.add_marker(pytest.mark.xdist_group(tier))
     tiers = config.getoption("tiers")
     if tiers == "all" or config.getoption("cluster", None) is not None:
         return  # `--cluster` runs the conformance checks, whatever this says

@@ -118,7 +118,15 @@ def test_every_fault_is_documented() -> None:
 
 
 def _record(name: str, seconds: float) -> None:
+    import fcntl
+
     TIMINGS.parent.mkdir(exist_ok=True)
-    data = json.loads(TIMINGS.read_text()) if TIMINGS.exists() else {}
-    data[name] = round(seconds, 1)
-    TIMINGS.write_text(json.dumps(data, indent=1, sort_keys=True))
+    # Parallel workers (pytest -n) record into the same file: one read-modify-write at a time.
+    with (TIMINGS.parent / ".fault-matrix-timings.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            data = json.loads(TIMINGS.read_text()) if TIMINGS.exists() else {}
+        except ValueError:
+            data = {}
+        data[name] = round(seconds, 1)
+        TIMINGS.write_text(json.dumps(data, indent=1, sort_keys=True))
