@@ -76,12 +76,19 @@ def _go(what_needs_it: str) -> str:
         raise OperatorModuleError(f"{what_needs_it}: {exc}") from None
 
 
+def cached_module_dir() -> Path | None:
+    """The unpacked module if the Go module cache already holds it complete; None otherwise (no network)."""
+    guess = _gomodcache() / f"{_escape(MODULE)}@{MODULE_VERSION}"
+    return guess if _complete(guess) else None
+
+
 @cache
 def module_dir() -> Path:
     """The unpacked module in the Go module cache, downloading it first if needed (network once)."""
+    cached = cached_module_dir()
+    if cached is not None:
+        return cached
     guess = _gomodcache() / f"{_escape(MODULE)}@{MODULE_VERSION}"
-    if _complete(guess):
-        return guess
     go = _go(f"{MODULE}@{MODULE_VERSION} is not in the Go module cache ({guess}) and it cannot be downloaded")
     out = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{MODULE_VERSION}"], cwd=wrapper_dir(),
                          capture_output=True, text=True, env=binaries._go_env(), check=False)
