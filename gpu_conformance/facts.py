@@ -11,6 +11,7 @@ from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance import versions
+from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 
 Obj = dict[str, Any]
@@ -63,7 +64,7 @@ class OperatorVersion:
 def _validator_image(snap: ClusterSnapshot) -> str:
     ds = snap.daemonset(ops.VALIDATOR.daemonset)
     pods = [ds] if ds else []
-    pods += [p for p in snap.pods if labels_of(p).get("app") == ops.VALIDATOR.app][:1]
+    pods += operand_pods(snap, ops.VALIDATOR)[:1]
     for obj in pods:
         spec = obj.get("spec", {})
         spec = spec.get("template", {}).get("spec", spec)
@@ -98,6 +99,135 @@ def detect_operator_version(snap: ClusterSnapshot) -> OperatorVersion:
     return OperatorVersion("", None, "")
 
 
+# ---- operand pods, by the DaemonSet that owns them ------------------------------------------------------------
+# Labels are no way to find an operand's pods: driver pods carry app.kubernetes.io/component=nvidia-driver only
+# from v23.9.0, and any other DaemonSet may carry the same labels. Ownership is what the operator itself relies on.
+
+# ClusterPolicy's precompiled and OpenShift driver-toolkit DaemonSets append -<kernel>-<os> / -<rhcos> to the name.
+_DRIVER_NAME_PREFIX = ops.DRIVER.daemonset + "-"
+# An NVIDIADriver CR of this type deploys the vGPU host manager of sandbox workloads, not a container driver.
+_VGPU_HOST_MANAGER = "vgpu-host-manager"
+
+
+def _owner_name(obj: Obj, kind: str) -> str | None:
+    """The name of the object's owner of `kind` (a pod's DaemonSet, a DaemonSet's NVIDIADriver); None without one."""
+    return next((ref.get("name", "") for ref in obj.get("metadata", {}).get("ownerReferences") or []
+                 if ref.get("kind") == kind), None)
+
+
+def _cr_driver_prefixes(snap: ClusterSnapshot) -> tuple[str, ...]:
+    """Name prefixes of the DaemonSets NVIDIADriver CRs deploy: nvidia-<driverType>-driver-<os>-<hash>."""
+    types = {(cr.get("spec") or {}).get("driverType") or "gpu" for cr in snap.nvidiadrivers}
+    return tuple(f"nvidia-{t}-driver-" for t in sorted(types) if t != _VGPU_HOST_MANAGER)
+
+
+def _is_driver_daemonset(ds: Obj, cr_prefixes: tuple[str, ...]) -> bool:
+    """ClusterPolicy's driver DaemonSet by name; an NVIDIADriver's by owner, or by the name its CR gives it."""
+    name = name_of(ds)
+    if name == ops.DRIVER.daemonset or name.startswith(_DRIVER_NAME_PREFIX):
+        return True
+    if labels_of(ds).get(ops.DRIVER_COMPONENT_LABEL[0]) == f"nvidia-{_VGPU_HOST_MANAGER}":
+        return False
+    return _owner_name(ds, "NVIDIADriver") is not None or bool(cr_prefixes) and name.startswith(cr_prefixes)
+
+
+def operand_daemonsets(snap: ClusterSnapshot, operand: ops.Operand) -> list[Obj]:
+    """The operand's DaemonSets in the snapshot (the driver has one per precompiled kernel or NVIDIADriver pool)."""
+    if operand is ops.DRIVER:
+        prefixes = _cr_driver_prefixes(snap)
+        return [d for d in snap.daemonsets if _is_driver_daemonset(d, prefixes)]
+    return [d for d in snap.daemonsets if name_of(d) == operand.daemonset]
+
+
+def _operand_labels(operand: ops.Operand) -> tuple[dict[str, str], ...]:
+    """The labels operand pods were once found by: the last resort, when no DaemonSet of theirs is in the snapshot."""
+    own = ({"app": operand.app},)
+    return own + ((dict([ops.DRIVER_COMPONENT_LABEL]),) if operand is ops.DRIVER else ())
+
+
+@dataclass(frozen=True)
+class _OperandPods:
+    """How one operand's pods are told from the others', strongest evidence first (tier 0, 1, 2)."""
+
+    owners: frozenset[str]                  # its DaemonSets' names
+    selectors: tuple[dict[str, str], ...]   # their spec.selector.matchLabels
+    foreign: frozenset[str]                 # every other DaemonSet of the snapshot
+    labels: tuple[dict[str, str], ...]
+
+    def tier(self, pod: Obj, owner: str | None) -> int | None:
+        """0: owned by one of its DaemonSets; 1: ownerless but selected by one; 2: its labels; None: not its pod.
+
+        `owner` is the name of the pod's DaemonSet (None without one). A pod another DaemonSet of the snapshot owns
+        is never the operand's, whatever labels it carries.
+        """
+        if owner in self.owners:
+            return 0
+        if owner in self.foreign:
+            return None
+        labels = labels_of(pod)
+        if owner is None and any(match_labels(s, labels) for s in self.selectors):
+            return 1
+        return 2 if any(match_labels(lab, labels) for lab in self.labels) else None
+
+
+def _operand_matcher(snap: ClusterSnapshot, operand: ops.Operand) -> _OperandPods:
+    own = operand_daemonsets(snap, operand)
+    owners = frozenset(name_of(d) for d in own)
+    # An empty matchLabels (a selector of matchExpressions only) would select every pod.
+    selectors = tuple(sel for d in own if (sel := (d.get("spec", {}).get("selector") or {}).get("matchLabels")))
+    foreign = frozenset(name_of(d) for d in snap.daemonsets) - owners
+    return _OperandPods(owners, selectors, foreign, _operand_labels(operand))
+
+
+@dataclass(frozen=True)
+class _OperandPodIndex:
+    everywhere: dict[str, list[Obj]]          # operand key -> all its pods
+    on_node: dict[tuple[str, str], Obj]       # (operand key, node) -> its newest live pod of the best tier there
+
+
+def _build_operand_index(snap: ClusterSnapshot) -> _OperandPodIndex:
+    matchers = {o.key: _operand_matcher(snap, o) for o in ops.OPERANDS}
+    everywhere: dict[str, list[Obj]] = {key: [] for key in matchers}
+    candidates: dict[tuple[str, str], list[tuple[int, Obj]]] = {}
+    for pod in snap.pods:
+        owner = _owner_name(pod, "DaemonSet")
+        live = not pod.get("metadata", {}).get("deletionTimestamp")
+        node = pod.get("spec", {}).get("nodeName") or ""
+        for key, match in matchers.items():
+            tier = match.tier(pod, owner)
+            if tier is None:
+                continue
+            everywhere[key].append(pod)
+            if live and node:
+                candidates.setdefault((key, node), []).append((tier, pod))
+    on_node = {}
+    for (key, node), found in candidates.items():
+        best = min(t for t, _ in found)
+        pod = snap.pod_on_node([p for t, p in found if t == best], node)
+        if pod is not None:
+            on_node[(key, node)] = pod
+    return _OperandPodIndex(everywhere, on_node)
+
+
+def _operand_index(snap: ClusterSnapshot) -> _OperandPodIndex:
+    """Built once per snapshot like facts(): every check asks for several operands' pods on every node."""
+    cached = snap.__dict__.get("_operand_pods")
+    if cached is None:
+        cached = _build_operand_index(snap)
+        snap.__dict__["_operand_pods"] = cached
+    return cached
+
+
+def operand_pods(snap: ClusterSnapshot, operand: ops.Operand) -> list[Obj]:
+    """Every pod of the operand in the operator namespace, on any node (terminating ones too)."""
+    return _operand_index(snap).everywhere.get(operand.key, [])
+
+
+def operand_pod(snap: ClusterSnapshot, operand: ops.Operand, node: str) -> Obj | None:
+    """The operand's newest live pod on the node, from the strongest evidence any pod there gives (see tier)."""
+    return _operand_index(snap).on_node.get((operand.key, node))
+
+
 # ---- driver ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DriverMode:
@@ -114,8 +244,7 @@ class DriverMode:
 
 
 def driver_pod(snap: ClusterSnapshot, node: str) -> Obj | None:
-    key, value = ops.DRIVER_COMPONENT_LABEL
-    return snap.labelled_pod_on_node({key: value}, node)
+    return operand_pod(snap, ops.DRIVER, node)
 
 
 def driver_mode(snap: ClusterSnapshot, node: str) -> DriverMode:

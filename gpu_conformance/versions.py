@@ -41,10 +41,13 @@ FS_VALIDATION_IN_DRIVER_VALIDATION = "fs-validation-in-driver-validation"
 VALIDATOR_SLEEP_LOOP = "validator-sleep-loop"
 # The driver's startup probe ships as a ConfigMap (nvidia-driver-startup-probe), not inline.
 DRIVER_STARTUP_PROBE_CONFIGMAP = "driver-startup-probe-configmap"
+# Driver DaemonSets and their pods carry app.kubernetes.io/component=nvidia-driver; before, only app=<DaemonSet>.
+# Checks find driver pods by their owning DaemonSet, so they never need this rule; the factory builds by it.
+DRIVER_COMPONENT_LABEL = "driver-component-label"
 
 # What changed in which release: the rules each release brought.
 RELEASES: dict[Version, tuple[str, ...]] = {
-    (23, 9, 0): (STATUS_CONDITIONS,),
+    (23, 9, 0): (STATUS_CONDITIONS, DRIVER_COMPONENT_LABEL),
     (25, 10, 0): (CDI_DEFAULT_ON, VALIDATOR_IN_OPERATOR_IMAGE, SANDBOX_WORKLOADS_MODE, CDI_DEFAULT_KEY_DROPPED,
                   RUNTIME_DROP_IN_CONFIG, GDRCOPY_VALIDATION, VALIDATOR_SLEEP_LOOP, DRIVER_STARTUP_PROBE_CONFIGMAP),
     (26, 3, 0): (CDI_NRI_PLUGIN, FS_VALIDATION_IN_DRIVER_VALIDATION),

@@ -458,7 +458,8 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
             else None
 
     out: list[Obj] = []
-    comp_label = dict([ops.DRIVER_COMPONENT_LABEL])
+    # v22.9-v23.6 driver DaemonSets and pods carry only app=nvidia-driver-daemonset (no component label).
+    comp_label = dict([ops.DRIVER_COMPONENT_LABEL]) if versions.since(versions.DRIVER_COMPONENT_LABEL, ctx.v) else {}
     driver_inits = [_container("k8s-driver-manager", f"nvcr.io/nvidia/cloud-native/k8s-driver-manager:"
                                f"{c['manager']}", {"NODE_NAME": "", "ENABLE_GPU_POD_EVICTION": "true"},
                                command=["driver-manager"], args=["uninstall_driver"])]
@@ -668,7 +669,7 @@ def healthy_snapshot(version: str = "v26.3.3", gpu_nodes: int = 3, cpu_nodes: in
 # ---- keeping derived state consistent ------------------------------------------------------------------
 _CACHED = ("active_clusterpolicy", "node_by_name", "gpu_nodes", "gpu_node_names", "_pods_by_owner_uid",
            "pods_by_node", "runtimeclass_names", "_facts", "excluded_gpu_nodes", "_gpu_evidence_nodes",
-           "_events_by_object")
+           "_events_by_object", "_operand_pods")
 
 
 def refresh(snapshot: ClusterSnapshot) -> ClusterSnapshot:

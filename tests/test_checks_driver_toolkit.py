@@ -145,7 +145,8 @@ def test_driver_pod_missing():
     snap = healthy_snapshot()
     remove_pods(snap, DRIVER, N1)
     f = assert_only_node_fails("DRV-002", snap)
-    assert "no driver pod" in f.message and "app.kubernetes.io/component=nvidia-driver" in f.message
+    # The DaemonSet's own selector: app.kubernetes.io/component=nvidia-driver would select nothing before v23.9.
+    assert "no driver pod" in f.message and "(app=nvidia-driver-daemonset)" in f.message
     assert "desired 3, ready 2" in f.message
 
 

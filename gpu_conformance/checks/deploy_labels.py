@@ -7,7 +7,7 @@ from gpu_conformance.checks.common import enabled_operands
 from gpu_conformance.checks.pods import why_no_pod
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.facts import facts
+from gpu_conformance.facts import facts, operand_daemonsets, operand_pods
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (
     DEPLOY_PREFIX,
@@ -84,14 +84,10 @@ def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Fin
 def daemonsets_match_labels(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     problems: dict[str, list[str]] = {}
     for o in OPERANDS:
-        if o is DRIVER:
-            dss = [d for d in snap.daemonsets if labels_of(d).get("app.kubernetes.io/component") == "nvidia-driver"]
-        else:
-            d = snap.daemonset(o.daemonset)
-            dss = [d] if d else []
+        dss = operand_daemonsets(snap, o)
         if not dss:
             continue  # existence is OPR-006's question
-        on_nodes = {p.get("spec", {}).get("nodeName") for ds in dss for p in snap.pods_of(ds)
+        on_nodes = {p.get("spec", {}).get("nodeName") for p in operand_pods(snap, o)
                     if not p.get("metadata", {}).get("deletionTimestamp")}
         for node in snap.gpu_nodes:
             n = name_of(node)

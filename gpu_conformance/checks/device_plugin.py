@@ -17,19 +17,19 @@ from gpu_conformance.checks.common import operator_version
 from gpu_conformance.checks.driver_toolkit import stage_message, validator_chain
 from gpu_conformance.checks.pods import (
     PodProblem,
-    app_pod,
     label_gate,
     logs_cmd,
     namespace,
     node_labels,
     operand_pod_findings,
     pod_problem,
+    selector_text,
     with_log,
 )
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text, stuck_init_container
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
-from gpu_conformance.facts import facts
+from gpu_conformance.facts import facts, operand_pod
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.settings import Settings
 
@@ -232,7 +232,7 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -
               "expected": {r: _cap_alloc(n, r)[0] for r in resources}}
         if short:
             parts = [f"{r} allocatable {a} < capacity {c}: {c - a} of {c} devices unhealthy" for r, c, a in short]
-            pod = app_pod(snapshot, ops.DEVICE_PLUGIN.app, node)
+            pod = operand_pod(snapshot, ops.DEVICE_PLUGIN, node)
             out.append(Finding(Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds "
                                "devices the device plugin reports unhealthy)", node=node, evidence=ev,
                                kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}"))
@@ -323,10 +323,11 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
             else:
                 out.append(Finding(Status.PASS, shown, node=node, evidence=ev))
             continue
-        pod = app_pod(snapshot, ops.GFD.app, node)
+        pod = operand_pod(snapshot, ops.GFD, node)
         if pod is None:
             state = "no gpu-feature-discovery pod on the node"
-            cmd = f"kubectl -n {ns} get pods -o wide -l app={ops.GFD.app} --field-selector spec.nodeName={node}"
+            cmd = (f"kubectl -n {ns} get pods -o wide -l {selector_text(snapshot, ops.GFD)} "
+                   f"--field-selector spec.nodeName={node}")
         elif not pod_ready(pod):
             state = f"gpu-feature-discovery pod {name_of(pod)} {pod_problem(snapshot, pod).summary}"
             cmd = f"kubectl -n {ns} describe pod {name_of(pod)}"
@@ -358,7 +359,7 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
         if gate is not None:
             out.append(gate)
             continue
-        pod = app_pod(snapshot, ops.VALIDATOR.app, node)
+        pod = operand_pod(snapshot, ops.VALIDATOR, node)
         if pod is None:
             out.append(Finding(Status.NA, "no validator pod (see DRV-004)", node=node))
             continue

@@ -34,7 +34,7 @@ from gpu_conformance.checks.pods import (
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text, restart_count, stuck_init_container
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
-from gpu_conformance.facts import DriverMode, facts, image_tag
+from gpu_conformance.facts import DriverMode, facts, image_tag, operand_pod
 from gpu_conformance.facts import driver_mode as compute_driver_mode
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.settings import Settings
@@ -107,8 +107,7 @@ def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[
 
 @check("DRV-002", L, "Operator driver pod Ready",
        hint=HINT_DRIVER + " " + HINT_ORDER,
-       kubectl="kubectl -n {ns} get pods -o wide -l app.kubernetes.io/component=nvidia-driver "
-               "--field-selector spec.nodeName={node}",
+       kubectl="kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node} | grep driver",
        detects="driver pod missing, stuck in k8s-driver-manager, nvidia-driver-ctr crash-looping or not Ready; "
                "WARN on restarts")
 def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
@@ -125,8 +124,7 @@ def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Find
             continue
         pod = mode.pod
         if pod is None:
-            key, value = ops.DRIVER_COMPONENT_LABEL
-            f = missing_pod_finding(snapshot, ns, node, ops.DRIVER, "driver", f"{key}={value}")
+            f = missing_pod_finding(snapshot, ns, node, ops.DRIVER, "driver")
             if mode.problem:
                 f = replace(f, message=f"{f.message} ({mode.problem})")
             out.append(f)
@@ -196,10 +194,9 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
         if gate is not None:
             out.append(gate)
             continue
-        pod = app_pod(snapshot, ops.VALIDATOR.app, node)
+        pod = operand_pod(snapshot, ops.VALIDATOR, node)
         if pod is None:
-            out.append(missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator",
-                                           f"app={ops.VALIDATOR.app}"))
+            out.append(missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator"))
             continue
         chain = validator_chain(pod)
         missing = [c for c in DRIVER_LAYER_CHAIN if c not in chain]
@@ -272,7 +269,7 @@ def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings) -> l
             out.append(gate)
             continue
         pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
-        validator = app_pod(snapshot, ops.VALIDATOR.app, node)
+        validator = operand_pod(snapshot, ops.VALIDATOR, node)
         stuck = stuck_init_container(validator) if validator is not None else None
         chain = validator_chain(validator) if validator is not None else []
         reached = (validator is not None and "cuda-validation" in chain

@@ -21,7 +21,8 @@ from gpu_conformance.cluster.podstate import (
     stuck_init_container,
 )
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.facts import facts
+from gpu_conformance.facts import facts, operand_pod
+from gpu_conformance.facts import operand_daemonsets as daemonsets_of  # OPR-006's function has the name
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (
     BY_STATE,
@@ -29,7 +30,6 @@ from gpu_conformance.operands import (
     DCGM,
     DCGM_EXPORTER,
     DRIVER,
-    DRIVER_COMPONENT_LABEL,
     MIG_MANAGER,
     NODE_STATUS_EXPORTER,
     NVIDIADRIVER_CRD,
@@ -104,13 +104,6 @@ def not_ready_states(message: str) -> list[str]:
     return [t for t in re.split(r"[\s,]+", m.group(1)) if t] if m else []
 
 
-def _operand_daemonsets(snap: ClusterSnapshot, operand: Operand) -> list[dict]:
-    if operand is DRIVER:
-        return _driver_daemonsets(snap)
-    ds = snap.daemonset(operand.daemonset)
-    return [ds] if ds else []
-
-
 def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str], list[str]]:
     """Nodes where the operand's pod is missing or not Ready, and nodes whose driver pod is on an old revision.
 
@@ -119,7 +112,7 @@ def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str
     """
     down: set[str] = set()
     outdated: list[str] = []
-    for ds in _operand_daemonsets(snap, operand):
+    for ds in daemonsets_of(snap, operand):
         st = ds.get("status") or {}
         pods = [p for p in snap.pods_of(ds) if not p.get("metadata", {}).get("deletionTimestamp")]
         have = {p.get("spec", {}).get("nodeName") for p in pods}
@@ -185,7 +178,7 @@ def _operand_states_finding(snap: ClusterSnapshot, named: list[str], ev: dict) -
     states = list(named)
     for o in OPERANDS:  # before v23.9 no message names the states: read the DaemonSets as the operator does
         if o.state not in states and any((d.get("status") or {}).get("numberUnavailable")
-                                         for d in _operand_daemonsets(snap, o)):
+                                         for d in daemonsets_of(snap, o)):
             states.append(o.state)
     where: dict[str, list[str]] = {}
     upgrading: dict[str, list[str]] = {}
@@ -283,12 +276,6 @@ def operator_version_known(snap: ClusterSnapshot, settings: Settings) -> list[Fi
     return [cluster_finding(Status.PASS, f"GPU Operator {ov.tag}, from the {ov.source}{tail}", **ev)]
 
 
-def _driver_daemonsets(snap: ClusterSnapshot) -> list[dict]:
-    key, value = DRIVER_COMPONENT_LABEL
-    return snap.daemonsets_by_label(key, value) or [d for d in snap.daemonsets
-                                                    if name_of(d).startswith(DRIVER.daemonset)]
-
-
 @check("OPR-006", L, "each enabled operand has its DaemonSet, each disabled one has none",
        hint="The operator creates one DaemonSet per enabled state; a missing one means its state failed "
             "(see the operator log) or was deleted and not yet recreated.",
@@ -301,7 +288,7 @@ def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Findin
     spec = snap.active_clusterpolicy.get("spec") or {}
     missing, unexpected, present = [], [], []
     for o in OPERANDS:
-        exists = bool(_driver_daemonsets(snap)) if o is DRIVER else snap.daemonset(o.daemonset) is not None
+        exists = bool(daemonsets_of(snap, o))
         if o is DRIVER and (spec.get("driver") or {}).get("useNvidiaDriverCRD"):
             # The NVIDIADriver CRs own the driver DaemonSets; ClusterPolicy's own must be gone.
             if NVIDIADRIVER_CRD not in snap.crds or not snap.nvidiadrivers:
@@ -355,8 +342,7 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
         for o in monitoring:
             if labels.get(o.deploy_label) != "true":
                 continue  # not scheduled here by design (deploy-labels layer reports why)
-            ds = snap.daemonset(o.daemonset)
-            pod = snap.owned_pod_on_node(ds, n) if ds else None
+            pod = operand_pod(snap, o, n)
             if pod is None or pod_ready(pod):
                 continue  # a missing pod is the deploy-labels layer's finding (LBL-002)
             sp = start_problem(snap, pod)

@@ -21,6 +21,7 @@ from gpu_conformance.cluster.podstate import (
     stuck_init_container,
 )
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.facts import operand_daemonsets, operand_pod
 from gpu_conformance.model import Finding, Status
 from gpu_conformance.settings import Settings
 
@@ -61,7 +62,15 @@ def node_labels(snapshot: ClusterSnapshot, node: str) -> dict[str, str]:
 
 
 def app_pod(snapshot: ClusterSnapshot, app: str, node: str) -> Obj | None:
+    """A pod no DaemonSet owns (the validator's nvidia-cuda-validator-*), by its app label; operands: operand_pod."""
     return snapshot.labelled_pod_on_node({"app": app}, node)
+
+
+def selector_text(snapshot: ClusterSnapshot, operand: ops.Operand) -> str:
+    """A label selector for the operand's pods that holds at the cluster's operator version: its DaemonSet's own."""
+    ds = next(iter(operand_daemonsets(snapshot, operand)), None)
+    selector = ((ds or {}).get("spec", {}).get("selector") or {}).get("matchLabels") or {"app": operand.app}
+    return ",".join(f"{k}={v}" for k, v in selector.items())
 
 
 # One log line quoted in a finding at most this long: a finding is read by a person, in a terminal too.
@@ -202,21 +211,23 @@ def label_gate(snapshot: ClusterSnapshot, node: str, operand: ops.Operand) -> Fi
 
 
 def missing_pod_finding(snapshot: ClusterSnapshot, ns: str, node: str, operand: ops.Operand,
-                        what: str, selector: str) -> Finding:
-    ds = snapshot.daemonset(operand.daemonset)
+                        what: str) -> Finding:
+    ds = next(iter(operand_daemonsets(snapshot, operand)), None)
+    ds_name = name_of(ds) if ds is not None else operand.daemonset
+    selector = selector_text(snapshot, operand)
     st = (ds or {}).get("status", {})
     label = node_labels(snapshot, node).get(operand.deploy_label)
     if ds is None:
         where = f"DaemonSet {operand.daemonset} does not exist"
     else:
-        where = (f"DaemonSet {operand.daemonset}: desired {st.get('desiredNumberScheduled', 0)}, "
+        where = (f"DaemonSet {ds_name}: desired {st.get('desiredNumberScheduled', 0)}, "
                  f"ready {st.get('numberReady', 0)}")
     why = why_no_pod(snapshot, ds, node) if ds is not None else ""
     return Finding(Status.FAIL,
                    f"no {what} pod ({selector}) on {node}: {where}; node label {operand.deploy_label}={label}"
                    + (f" — {why}" if why else ""),
                    node=node,
-                   evidence={"object": f"DaemonSet/{operand.daemonset}", "field": "pods on node",
+                   evidence={"object": f"DaemonSet/{ds_name}", "field": "pods on node",
                              "observed": "none", "expected": "1 Ready pod", "daemonset_status": st,
                              "deploy_label": label, "why": why},
                    kubectl=f"kubectl -n {ns} get pods -o wide -l {selector} --field-selector spec.nodeName={node}")
@@ -241,10 +252,9 @@ def operand_pod_findings(snapshot: ClusterSnapshot, settings: Settings, operand:
         if gate is not None:
             out.append(gate)
             continue
-        pod = app_pod(snapshot, operand.app, node)
+        pod = operand_pod(snapshot, operand, node)
         if pod is None:
-            out.append(missing_pod_finding(snapshot, ns, node, operand, missing_what,
-                                           f"app={operand.app}"))
+            out.append(missing_pod_finding(snapshot, ns, node, operand, missing_what))
         elif not pod_ready(pod):
             meaning, hint = explain(pod_problem(snapshot, pod))
             out.append(problem_finding(snapshot, ns, node, pod, what, meaning, hint))

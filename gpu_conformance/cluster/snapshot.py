@@ -153,9 +153,6 @@ class ClusterSnapshot:
     def daemonset(self, name: str) -> Obj | None:
         return next((d for d in self.daemonsets if name_of(d) == name), None)
 
-    def daemonsets_by_label(self, key: str, value: str) -> list[Obj]:
-        return [d for d in self.daemonsets if labels_of(d).get(key) == value]
-
     def deployment(self, name: str) -> Obj | None:
         return next((d for d in self.deployments if name_of(d) == name), None)
 
@@ -183,7 +180,7 @@ class ClusterSnapshot:
     def pod_on_node(self, pods: list[Obj], node: str) -> Obj | None:
         """The newest non-terminating pod of the given set on the node.
 
-        Pass a node's own pods (pods_by_node, labelled_pod_on_node, owned_pod_on_node): scanning a
+        Pass a node's own pods (pods_by_node, labelled_pod_on_node, facts.operand_pod): scanning a
         cluster-wide list once per node is quadratic and takes minutes at 5,000 nodes.
         """
         candidates = [p for p in pods if p.get("spec", {}).get("nodeName") == node
@@ -196,12 +193,6 @@ class ClusterSnapshot:
         """The node's newest pod whose labels include the selector (e.g. {"app": "nvidia-device-plugin-daemonset"})."""
         return self.pod_on_node([p for p in self.pods_by_node.get(node, []) if match_labels(selector, labels_of(p))],
                                 node)
-
-    def owned_pod_on_node(self, owner: Obj, node: str) -> Obj | None:
-        uid = owner.get("metadata", {}).get("uid", "")
-        mine = [p for p in self.pods_by_node.get(node, [])
-                if any(r.get("uid") == uid for r in p.get("metadata", {}).get("ownerReferences") or [])]
-        return self.pod_on_node(mine, node)
 
     @cached_property
     def _events_by_object(self) -> dict[tuple[str, str], list[Obj]]:
