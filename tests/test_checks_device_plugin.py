@@ -16,6 +16,7 @@ from factory import (
     remove_pods,
     set_env,
     set_label,
+    set_log,
     set_node_resource,
     set_operator_version,
     set_policy,
@@ -29,9 +30,9 @@ from gpu_conformance.model import Layer, Status
 from gpu_conformance.settings import Settings
 from gpu_conformance.verdict import decide
 
-DPL_IDS = [f"DPL-00{i}" for i in range(1, 9)]
-PER_NODE = DPL_IDS[:6]
-CLUSTER = DPL_IDS[6:]
+DPL_IDS = [f"DPL-00{i}" for i in range(1, 10)]
+PER_NODE = DPL_IDS[:6] + ["DPL-009"]
+CLUSTER = ["DPL-007", "DPL-008"]
 PLUGIN = "nvidia-device-plugin-daemonset"
 VALIDATOR = "nvidia-operator-validator"
 GFD = "gpu-feature-discovery"
@@ -376,3 +377,66 @@ def test_verdict_cdi_mismatch_is_device_plugin_root_cause():
     verdict = decide(checks, findings, snap.gpu_node_names, [Layer.DRIVER_TOOLKIT, Layer.DEVICE_PLUGIN])
     assert {n.root_cause.check_id for n in verdict.nodes} == {"DPL-007"}
     assert verdict.outcomes["DPL-007"].status == Status.FAIL
+
+
+# ---- the MIG manager's outcome (DPL-009) ---------------------------------------------------------------------------
+MIG_MANAGER = "nvidia-mig-manager"
+MIG_STATE = "nvidia.com/mig.config.state"
+MIG_LOG = ("Applying the selected MIG config to the node\n"
+           "Error applying MIG configuration with hooks: error setting MIGConfig: error attempting multiple config "
+           "orderings: all orderings failed")
+
+
+def _dpl_verdict(snap):
+    checks = [REGISTRY[c] for c in sorted(REGISTRY) if c.startswith(("DRV-", "DPL-"))]
+    findings = [f for c in checks for f in c.run(snap, Settings())]
+    return decide(checks, findings, snap.gpu_node_names, [Layer.DRIVER_TOOLKIT, Layer.DEVICE_PLUGIN])
+
+
+def test_mig_config_failed_is_the_nodes_root_cause_in_the_mig_managers_words():
+    snap = healthy_snapshot("v26.3.3", mig="mixed")
+    set_label(snap, N1, MIG_STATE, "failed")
+    set_log(snap, pod_for(snap, MIG_MANAGER, N1), MIG_MANAGER, MIG_LOG)
+    # What a failed repartition leaves: the GPU whole, no nvidia.com/mig-1g.5gb as GFD's count expects.
+    set_node_resource(snap, N1, None, None, resource="nvidia.com/mig-1g.5gb")
+    set_node_resource(snap, N1, 1, 1)
+    f = only_node("DPL-009", snap)
+    assert "nvidia.com/mig.config=all-1g.5gb" in f.message and "failed" in f.message
+    assert 'last log line: "Error applying MIG configuration' in f.message
+    assert f.evidence["log"].startswith("Applying the selected MIG config")
+    assert f.kubectl.startswith("kubectl -n gpu-operator logs nvidia-mig-manager-")
+    assert f.kubectl.endswith("-c nvidia-mig-manager")
+    node = next(n for n in _dpl_verdict(snap).nodes if n.node == N1)
+    assert node.root_cause is not None and node.root_cause.check_id == "DPL-009"
+
+
+def test_mig_config_failed_without_logs_still_fails():
+    snap = healthy_snapshot("v23.6.2", gpu_product="NVIDIA-A100-SXM4-40GB")
+    set_label(snap, N1, MIG_STATE, "failed")
+    f = only_node("DPL-009", snap)
+    assert "nvidia.com/mig.config=all-disabled" in f.message and "last log line" not in f.message
+
+
+@pytest.mark.parametrize("state", ["pending", "rebooting"])
+def test_mig_config_in_progress_is_a_transient_pause(state):
+    snap = healthy_snapshot("v26.3.3", mig="mixed")
+    set_label(snap, N1, MIG_STATE, state)
+    f = only_node("DPL-009", snap, status=Status.WARN)
+    assert f.evidence["transient"] is True and f"{MIG_STATE}={state}" in f.message
+    node = next(n for n in _dpl_verdict(snap).nodes if n.node == N1)
+    assert node.root_cause is None and node.transient is not None and node.transient.check_id == "DPL-009"
+
+
+def test_mig_config_unknown_state_warns_by_name():
+    snap = healthy_snapshot("v26.3.3", mig="mixed")
+    set_label(snap, N1, MIG_STATE, "half-done")
+    f = only_node("DPL-009", snap, status=Status.WARN)
+    assert "'half-done'" in f.message and "transient" not in f.evidence
+
+
+def test_mig_config_success_or_absent_passes():
+    snap = healthy_snapshot("v26.3.3", mig="mixed")
+    assert "MIG layout all-1g.5gb applied" in on("DPL-009", snap).message
+    snap = healthy_snapshot("v26.3.3", mig="none")
+    assert MIG_STATE not in snap.nodes[0]["metadata"]["labels"]
+    assert {f.status for f in run("DPL-009", snap)} == {Status.PASS}

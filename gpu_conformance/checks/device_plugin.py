@@ -18,6 +18,7 @@ from gpu_conformance.checks.driver_toolkit import stage_message, validator_chain
 from gpu_conformance.checks.pods import (
     PodProblem,
     label_gate,
+    last_log,
     logs_cmd,
     namespace,
     node_labels,
@@ -391,6 +392,73 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
                                node=node, evidence=ev,
                                kubectl=logs_cmd(ns, pod, "plugin-validation",
                                                 previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))
+    return out
+
+
+# ---- the MIG manager's outcome ------------------------------------------------------------------------------
+MIG_CONFIG = "nvidia.com/mig.config"
+MIG_STATE = "nvidia.com/mig.config.state"
+MIG_CONTAINER = "nvidia-mig-manager"
+# What nvidia-mig-manager (mig-parted pkg/mig/reconfigure) writes while it applies nvidia.com/mig.config.
+MIG_WORKING = ("pending", "rebooting")
+MIG_DONE = "success"
+MIG_FAILED = "failed"
+HINT_MIG = ("nvidia-mig-manager applies the MIG profile named by the node label nvidia.com/mig.config (from the "
+            "mig-parted ConfigMap) and reports it in nvidia.com/mig.config.state: pending or rebooting while it "
+            "works, success or failed at the end. failed leaves the GPUs in their previous layout, so the "
+            "advertised GPU resources are not what was asked for. Read the mig-manager log: a profile the "
+            "ConfigMap lacks or the GPU cannot take, GPU processes outside Kubernetes still holding the GPU, a MIG "
+            "mode change that needs a reboot (WITH_REBOOT=false). Setting nvidia.com/mig.config again retries.")
+
+
+def _mig_failed(snapshot: ClusterSnapshot, ns: str, node: str, profile: str, ev: dict[str, Any]) -> Finding:
+    """A failed reconfiguration in the MIG manager's own words: its last log lines, when the snapshot has them."""
+    pod = operand_pod(snapshot, ops.MIG_MANAGER, node)
+    log = last_log(snapshot, pod, MIG_CONTAINER) if pod is not None else ""
+    if log:
+        ev["log"] = log
+    msg = (f"the MIG manager failed to apply {MIG_CONFIG}={profile} on {node} ({MIG_STATE}={MIG_FAILED}): the GPUs "
+           "keep their previous MIG layout")
+    cmd = logs_cmd(ns, pod, MIG_CONTAINER) if pod is not None else (
+        f"kubectl -n {ns} get pods -o wide -l {selector_text(snapshot, ops.MIG_MANAGER)} "
+        f"--field-selector spec.nodeName={node}")
+    return Finding(Status.FAIL, with_log(msg, log), node=node, evidence=ev, kubectl=cmd)
+
+
+@check("DPL-009", L, "MIG manager applied the requested MIG layout",
+       hint=HINT_MIG,
+       kubectl="kubectl get node {node} -L nvidia.com/mig.config,nvidia.com/mig.config.state ; "
+               "kubectl -n {ns} logs -l app=nvidia-mig-manager -c nvidia-mig-manager --tail=20",
+       detects="nvidia.com/mig.config.state=failed (the MIG profile in nvidia.com/mig.config was not applied), "
+               "quoting the MIG manager's log; pending/rebooting reported as a transient pause, an unknown state "
+               "as a warning",
+       # A failed repartition explains the resource counts DPL-002/DPL-004 would blame on the plugin.
+       rank=-1)
+def mig_config_applied(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    ns = namespace(snapshot, settings)
+    out = []
+    for node in snapshot.gpu_node_names:
+        labels = node_labels(snapshot, node)
+        state, profile = labels.get(MIG_STATE), labels.get(MIG_CONFIG, "<unset>")
+        ev: dict[str, Any] = {"object": f"Node/{node}", "field": f"metadata.labels[{MIG_STATE}]", "observed": state,
+                              "expected": MIG_DONE, MIG_CONFIG: profile}
+        if state is None:
+            out.append(Finding(Status.PASS, f"no MIG reconfiguration reported ({MIG_STATE} absent)", node=node,
+                               evidence=ev))
+        elif state == MIG_DONE:
+            out.append(Finding(Status.PASS, f"MIG layout {profile} applied ({MIG_STATE}={state})", node=node,
+                               evidence=ev))
+        elif state == MIG_FAILED:
+            out.append(_mig_failed(snapshot, ns, node, profile, ev))
+        elif state in MIG_WORKING:
+            out.append(Finding(Status.WARN, f"transient: the MIG manager is applying {MIG_CONFIG}={profile} "
+                               f"({MIG_STATE}={state}); GPU resources change when it finishes", node=node,
+                               evidence={**ev, "transient": True}))
+        else:
+            # A state a newer MIG manager may write: say it by name, never guess what it means.
+            out.append(Finding(Status.WARN, f"unknown MIG manager state {MIG_STATE}={state!r} (known: "
+                               f"{', '.join((*MIG_WORKING, MIG_DONE, MIG_FAILED))}); {MIG_CONFIG}={profile}",
+                               node=node, evidence=ev))
     return out
 
 
