@@ -11,12 +11,23 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 Answer = tuple[int, dict[str, str], bytes]
 
 
 def empty_object(_: BaseHTTPRequestHandler) -> Answer:
     return 200, {}, b"{}"
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: bytes) -> None:
+    """One whole answer, its length given (the connection stays open for the next request)."""
+    handler.send_response(status)
+    for k, v in headers.items():
+        handler.send_header(k, v)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -28,13 +39,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
         status, headers, body = self.server.answer(self)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        for k, v in headers.items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send(self, status, {"Content-Type": "application/json", **headers}, body)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
 
@@ -49,7 +54,21 @@ class _Server(ThreadingHTTPServer):
     lock: threading.Lock
 
 
-class FakeApi:
+class Served:
+    """A server of this module's kind, serving in a thread for the length of a ``with`` block."""
+
+    _server: ThreadingHTTPServer
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class FakeApi(Served):
     def __init__(self, answer: Callable[[BaseHTTPRequestHandler], Answer] = empty_object,
                  tls: tuple[Path, Path] | None = None) -> None:
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -65,10 +84,3 @@ class FakeApi:
     def requests(self) -> list[tuple[str, str, dict[str, str]]]:
         return self._server.requests
 
-    def __enter__(self) -> FakeApi:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()

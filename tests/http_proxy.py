@@ -7,12 +7,14 @@ name that does not resolve (so only a request through the proxy can reach it) an
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
+
+from fake_api import Served, send
+from tcp_proxy import pipe
 
 _HOP_BY_HOP = {"connection", "proxy-connection", "keep-alive", "transfer-encoding", "proxy-authorization", "te",
                "upgrade"}
@@ -48,13 +50,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             data = resp.read()
         finally:
             upstream.close()
-        self.send_response(resp.status, resp.reason)
-        for k, v in resp.getheaders():
-            if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length":
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send(self, resp.status, {k: v for k, v in resp.getheaders()
+                                 if k.lower() not in _HOP_BY_HOP and k.lower() != "content-length"}, data)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
@@ -63,22 +60,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
 
 def _pipe_both(a: socket.socket, b: socket.socket) -> None:
-    t = threading.Thread(target=_pipe, args=(b, a), daemon=True)
+    t = threading.Thread(target=pipe, args=(b, a), daemon=True)
     t.start()
-    _pipe(a, b)
+    pipe(a, b)
     t.join(timeout=10)
-
-
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
 
 
 class _ProxyServer(ThreadingHTTPServer):
@@ -86,7 +71,7 @@ class _ProxyServer(ThreadingHTTPServer):
     seen: list[str]
 
 
-class HttpProxy:
+class HttpProxy(Served):
     """Start with ``with HttpProxy() as proxy``; ``proxy.url`` to use it, ``proxy.seen`` what it was asked."""
 
     def __init__(self) -> None:
@@ -98,10 +83,3 @@ class HttpProxy:
     def seen(self) -> list[str]:
         return self._server.seen
 
-    def __enter__(self) -> HttpProxy:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()

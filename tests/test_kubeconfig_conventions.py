@@ -22,7 +22,7 @@ import pytest
 import yaml
 from fake_api import Answer, FakeApi
 from http_proxy import HttpProxy
-from tls_certs import TestCa
+from tls_certs import Leaf, TestCa
 
 from gpu_conformance.cluster.connect import Connection, connect
 from gpu_conformance.cluster.proxy import proxy_for
@@ -257,7 +257,37 @@ def test_exec_plugin_is_not_run_for_every_request(tmp_path: Path, expiry: str | 
     assert {r[2].get("authorization") for r in api.requests} == {"Bearer from-the-plugin"}
 
 
+def test_expired_exec_credential_is_renewed_once_the_interval_has_passed(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gpu_conformance.cluster.connect.EXEC_RERUN_INTERVAL", 0.5)
+    script, runs = counting_plugin(tmp_path, "2001-01-01T00:00:00Z")
+    with FakeApi() as api:
+        user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(script)}}
+        conn = connect(str(write_kubeconfig(tmp_path / "kc", api.url, user)))
+        reader = ClusterReader(conn)
+        reader.call("GET", "/version")
+        time.sleep(0.6)
+        for _ in range(10):
+            reader.call("GET", "/version")
+        conn.close()
+    assert len(runs.read_text().splitlines()) == 2
+
+
 # ---- 4. TLS failures named for what they are -----------------------------------------------------------------
+
+def served_certificate(case: str, ca: TestCa, tmp_path: Path) -> Leaf | None:
+    """What the server presents; the kubeconfig trusts `ca` only."""
+    if case == "other-name":
+        return ca.leaf("other", "DNS:other.example")
+    if case == "expired":
+        return ca.leaf("old", "IP:127.0.0.1", "20200101000000Z", "20210101000000Z")
+    if case == "unknown-ca":
+        return TestCa(tmp_path / "ca2", "stranger").leaf("s", "IP:127.0.0.1")
+    if case == "self-signed":
+        itself = TestCa(tmp_path / "ca3", "itself")
+        return Leaf(itself.cert, itself.key)
+    return None
+
 
 @pytest.mark.parametrize(("case", "words"), [
     ("other-name", "the server's TLS certificate is for other.example, not 127.0.0.1"),
@@ -267,13 +297,7 @@ def test_exec_plugin_is_not_run_for_every_request(tmp_path: Path, expiry: str | 
     ("not-tls", "the server does not speak TLS"),
 ])
 def test_tls_failures_are_named_for_what_they_are(tmp_path: Path, ca: TestCa, case: str, words: str) -> None:
-    leaf = {"other-name": lambda: ca.leaf("other", "DNS:other.example"),
-            "expired": lambda: ca.leaf("old", "IP:127.0.0.1", "20200101000000Z", "20210101000000Z"),
-            "unknown-ca": lambda: TestCa(tmp_path / "ca2", "stranger").leaf("s", "IP:127.0.0.1"),
-            "self-signed": lambda: TestCa(tmp_path / "ca3", "itself").leaf("s", "IP:127.0.0.1"),
-            "not-tls": lambda: None}[case]()
-    if case == "self-signed":
-        leaf = type(leaf)(tmp_path / "ca3" / "itself.crt", tmp_path / "ca3" / "itself.key")
+    leaf = served_certificate(case, ca, tmp_path)
     with FakeApi(tls=(leaf.cert, leaf.key) if leaf else None) as api:
         kc = write_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{api.port}", ca=ca.cert)
         with pytest.raises(ClusterAccessError) as err:
@@ -281,5 +305,5 @@ def test_tls_failures_are_named_for_what_they_are(tmp_path: Path, ca: TestCa, ca
     message = str(err.value)
     assert message.startswith(f"cannot reach the API server at https://127.0.0.1:{api.port}: {words}"), message
     assert "\n" not in message
-    if case != "unknown-ca" and case != "self-signed":
+    if case not in ("unknown-ca", "self-signed"):
         assert "not trusted" not in message
