@@ -28,7 +28,7 @@ from tenacity import Retrying, retry_if_exception, wait_exponential
 
 from gpu_conformance.checks.probe_checks import gpu_resource_for, gpus_in_use, plan_probe, settled, unschedulable
 from gpu_conformance.cluster.connect import Connection, raw_request
-from gpu_conformance.cluster.retry_after import stop_retry_after, wait_retry_after
+from gpu_conformance.cluster.retry_after import asked_wait, stop_retry_after, wait_retry_after
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.cluster.unreachable import unreachable
 from gpu_conformance.errors import ClusterAccessError, ConformanceError, UsageError, internal_error
@@ -122,7 +122,7 @@ class ProbeApi:
         except ApiException as e:
             if _transient(e) and retry_http:
                 raise ClusterAccessError(f"the API server at {self.conn.server} kept failing for {limit:g}s "
-                                         f"during the probe: HTTP {e.status} {e.reason}") from None
+                                         f"during the probe: HTTP {e.status} {e.reason}{asked_wait(e)}") from None
             raise ProbeApiError(e.status or 0, _status_message(e)) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ClusterAccessError(f"{unreachable(self.conn, e)} (retried for {limit:g}s during the probe)") from None

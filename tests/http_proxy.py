@@ -25,7 +25,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     server: _ProxyServer
 
     def do_CONNECT(self) -> None:  # noqa: N802 - http.server's naming
-        self.server.seen.append(f"CONNECT {self.path}")
+        self._record()
         port = int(self.path.rpartition(":")[2])
         try:
             upstream = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -37,8 +37,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         _pipe_both(self.connection, upstream)
 
-    def _forward(self) -> None:
+    def _record(self) -> None:
         self.server.seen.append(f"{self.command} {self.path}")
+        self.server.auth.append(self.headers.get("Proxy-Authorization") or "")
+
+    def _forward(self) -> None:
+        self._record()
         target = urlsplit(self.path)
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
@@ -69,6 +73,7 @@ def _pipe_both(a: socket.socket, b: socket.socket) -> None:
 class _ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
     seen: list[str]
+    auth: list[str]
 
 
 class HttpProxy(Served):
@@ -76,10 +81,15 @@ class HttpProxy(Served):
 
     def __init__(self) -> None:
         self._server = _ProxyServer(("127.0.0.1", 0), _ProxyHandler)
-        self._server.seen = []
+        self._server.seen, self._server.auth = [], []
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def seen(self) -> list[str]:
         return self._server.seen
+
+    @property
+    def auth(self) -> list[str]:
+        """The Proxy-Authorization header of each request ("" without one)."""
+        return self._server.auth
 

@@ -110,6 +110,16 @@ def test_https_proxy_env_is_used_and_proxy_url_wins_over_it(tmp_path: Path, ca: 
     assert len(proxy.seen) == 1 and len(other.seen) == 1
 
 
+def test_proxy_credentials_of_the_url_are_sent_to_the_proxy(tmp_path: Path, ca: TestCa) -> None:
+    leaf = ca.leaf("auth", f"DNS:{API_NAME}")
+    with FakeApi(tls=(leaf.cert, leaf.key)) as api, HttpProxy() as proxy:
+        with_user = proxy.url.replace("http://", "http://alice:s%40cret@")
+        kc = write_kubeconfig(tmp_path / "kc", f"https://{API_NAME}:{api.port}", ca=ca.cert,
+                              **{"proxy-url": with_user})
+        assert get_version(connect(str(kc))) == {}
+    assert proxy.auth == ["Basic " + base64.b64encode(b"alice:s@cret").decode()]
+
+
 @pytest.mark.parametrize(("server", "env", "expected"), [
     ("https://api.corp.example:6443", {"HTTPS_PROXY": "http://p:3128"}, "http://p:3128"),
     ("https://api.corp.example:6443", {"https_proxy": "p:3128"}, "http://p:3128"),
@@ -221,12 +231,16 @@ def test_probe_waits_what_retry_after_says(throttled: tuple[Throttle, Connection
     assert throttle.too_early == 0 and time.monotonic() - t0 >= 3.9
 
 
-def test_retry_after_beyond_the_bound_gives_up_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["reader", "probe"])
+def test_retry_after_beyond_the_bound_gives_up_at_once(tmp_path: Path, client: str) -> None:
     with FakeApi(lambda _: (429, {"Retry-After": "3600"}, b"{}")) as api:
         conn = connect(str(write_kubeconfig(tmp_path / "kc", api.url)))
         t0 = time.monotonic()
-        with pytest.raises(ClusterAccessError, match="HTTP 429"):
-            ProbeApi(conn, bound=5).json("GET", "/api/v1/nodes")
+        with pytest.raises(ClusterAccessError, match=r"HTTP 429 .*\(the server asked to retry after 3600 s\)$"):
+            if client == "reader":
+                ClusterReader(conn).call("GET", "/api/v1/nodes")
+            else:
+                ProbeApi(conn, bound=5).json("GET", "/api/v1/nodes")
         conn.close()
         assert time.monotonic() - t0 < 2 and len(api.requests) == 1
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import urllib3
 import yaml
@@ -186,9 +187,23 @@ def _set_transport(cfg: client.Configuration, proxy_url: str | None) -> None:
     slept for whatever a 429/503's Retry-After said (up to 6 hours) three times inside one request, past every
     bound of the run; Retry-After is waited for by the callers' tenacity retries, within their bounds.
     """
-    cfg.proxy = proxy_for(cfg.host, proxy_url, os.environ)
+    proxy = proxy_for(cfg.host, proxy_url, os.environ)
+    cfg.proxy, cfg.proxy_headers = _proxy_credentials(proxy)
     cfg.no_proxy = ""
     cfg.retries = urllib3.Retry(3, respect_retry_after_header=False)
+
+
+def _proxy_credentials(proxy: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """http(s)://user:password@proxy as Go sends it: Proxy-Authorization Basic (urllib3 drops the user part).
+
+    SOCKS proxies are left as they are: urllib3's SOCKS support reads the user and password from the URL.
+    """
+    parts = urlsplit(proxy or "")
+    if not proxy or "@" not in parts.netloc or not parts.scheme.startswith("http"):
+        return proxy, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    auth = ":".join(unquote(p) for p in userinfo.split(":", 1))
+    return urlunsplit(parts._replace(netloc=host)), urllib3.make_headers(proxy_basic_auth=auth)
 
 
 def _materialise(entry: dict[str, Any], key: str, where: str, path: Path, creds: CredentialFiles) -> None:

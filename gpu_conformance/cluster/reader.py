@@ -21,7 +21,7 @@ from tenacity import retry, retry_if_exception, wait_exponential
 
 from gpu_conformance.cluster import trim
 from gpu_conformance.cluster.connect import API_ERRORS, Connection, raw_request, raw_stream
-from gpu_conformance.cluster.retry_after import stop_retry_after, wait_retry_after
+from gpu_conformance.cluster.retry_after import asked_wait, stop_retry_after, wait_retry_after
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.cluster.stream_list import CHUNK, decode_list
 from gpu_conformance.cluster.trim import Shape
@@ -117,7 +117,7 @@ class ClusterReader:
         if e.status == 403:
             return ClusterAccessError(f"403 Forbidden: {self.conn.user or 'this user'} cannot {what} "
                                       f"(grant it with rbac.yaml: {APPLY_RBAC})", status=e.status)
-        return ClusterAccessError(f"{what} failed: HTTP {e.status} {e.reason}", status=e.status)
+        return ClusterAccessError(f"{what} failed: HTTP {e.status} {e.reason}{asked_wait(e)}", status=e.status)
 
     def _not_kubernetes(self, e: NotKubernetesResponse, what: str) -> ClusterAccessError:
         return ClusterAccessError(f"{self.conn.server} does not answer like a Kubernetes API server ({what}: {e})")

@@ -36,6 +36,12 @@ def retry_after(exc: BaseException | None) -> float | None:
     return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
 
 
+def asked_wait(exc: BaseException) -> str:
+    """" (the server asked to retry after N s)" for an answer with Retry-After, else "": why a retry stopped."""
+    delay = retry_after(exc)
+    return f" (the server asked to retry after {delay:g} s)" if delay is not None else ""
+
+
 def _header(headers: Any, name: str) -> str | None:
     if not headers:
         return None
