@@ -24,7 +24,7 @@ from typing import Any
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
-from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
+from tenacity import Retrying, retry_if_exception, wait_exponential
 
 from gpu_conformance.checks.probe_checks import (
     gpu_resource_for,
@@ -35,7 +35,9 @@ from gpu_conformance.checks.probe_checks import (
     unschedulable,
 )
 from gpu_conformance.cluster.connect import Connection, raw_request
+from gpu_conformance.cluster.retry_after import asked_wait, stop_retry_after, wait_retry_after
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.cluster.unreachable import unreachable
 from gpu_conformance.errors import ClusterAccessError, ConformanceError, UsageError, internal_error
 from gpu_conformance.probe_observations import EXPIRES_ANNOTATION, Leftover, PodObservation, ProbeObservations
 from gpu_conformance.probe_output import PROBE_SCRIPT
@@ -161,12 +163,6 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
 
 
-def _unreachable_reason(e: BaseException) -> str:
-    from gpu_conformance.cluster.reader import _root_reason
-
-    return _root_reason(e)
-
-
 class ProbeApi:
     """Raw requests with transient errors retried for up to `bound` seconds."""
 
@@ -182,8 +178,9 @@ class ProbeApi:
         def retryable(e: BaseException) -> bool:
             return _transient(e) and (retry_http or not isinstance(e, ApiException))
 
-        retrying = Retrying(retry=retry_if_exception(retryable), stop=stop_after_delay(limit),
-                            wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+        # A 429's Retry-After is waited for (within the bound), not knocked on sooner.
+        retrying = Retrying(retry=retry_if_exception(retryable), stop=stop_retry_after(limit),
+                            wait=wait_retry_after(wait_exponential(multiplier=0.2, max=2), limit), reraise=True)
         try:
             for attempt in retrying:
                 with attempt:
@@ -194,12 +191,11 @@ class ProbeApi:
                 # The last answer's own words (an etcd timeout, a quota controller) say more than "HTTP 500".
                 said = _status_text(e)
                 raise ClusterAccessError(f"the API server at {self.conn.server} kept failing for {limit:g}s "
-                                         f"during the probe: HTTP {e.status} {e.reason}"
+                                         f"during the probe: HTTP {e.status} {e.reason}{asked_wait(e)}"
                                          + (f": {said}" if said else "")) from None
             raise ProbeApiError(e.status or 0, _status_message(e)) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise ClusterAccessError(f"cannot reach the API server at {self.conn.server} (retried for "
-                                     f"{limit:g}s during the probe): {_unreachable_reason(e)}") from None
+            raise ClusterAccessError(f"{unreachable(self.conn, e)} (retried for {limit:g}s during the probe)") from None
         raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
 
     def json(self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None,

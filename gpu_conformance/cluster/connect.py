@@ -6,11 +6,13 @@ import base64
 import binascii
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import urllib3
 import yaml
@@ -21,6 +23,7 @@ from kubernetes.config.kube_config import KubeConfigLoader
 
 from gpu_conformance.cluster.credentials import CredentialFiles
 from gpu_conformance.cluster.exec_plugin import ExecCredential, ExecPlugin
+from gpu_conformance.cluster.proxy import proxy_for
 from gpu_conformance.errors import ClusterAccessError
 
 # Requests to the API server must never hang a run; every call passes this (connect, read) timeout.
@@ -28,6 +31,8 @@ REQUEST_TIMEOUT = (5, 60)
 # What one request through the client can raise: an HTTP error status, a transport error (timeouts, TLS, a
 # dropped connection), a socket error.
 API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
+# An exec credential plugin runs again at most this often, however expired its token looks (_token_refresher).
+EXEC_RERUN_INTERVAL = 10.0
 
 
 @dataclass
@@ -37,6 +42,8 @@ class Connection:
     context: str
     user: str = ""
     credentials: CredentialFiles | None = None
+    # The proxy requests go through ("" for none), named when the server cannot be reached.
+    proxy: str = ""
 
     def close(self) -> None:
         self.api.close()
@@ -68,7 +75,8 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Connec
             except ConfigException as e:
                 raise ClusterAccessError(f"in-cluster config unusable: {e}") from None
             cfg = client.Configuration.get_default_copy()
-            return Connection(client.ApiClient(cfg), cfg.host, "in-cluster", "serviceaccount")
+            _set_transport(cfg, None)
+            return Connection(client.ApiClient(cfg), cfg.host, "in-cluster", "serviceaccount", proxy=cfg.proxy or "")
         raise ClusterAccessError(
             "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a pod "
             "(or use --cluster=sim for the built-in simulated cluster)"
@@ -85,7 +93,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Connec
     api = client.ApiClient(cfg)
     # The in-memory credential files live exactly as long as the client that reads them.
     weakref.finalize(api, creds.close)
-    return Connection(api, cfg.host, ctx_name, user_name, creds)
+    return Connection(api, cfg.host, ctx_name, user_name, creds, proxy=cfg.proxy or "")
 
 
 def read_kubeconfig(path: Path) -> dict[str, Any]:
@@ -167,9 +175,35 @@ def _configuration(raw: dict[str, Any], path: Path, ctx_name: str, ctx: dict[str
         raise ClusterAccessError(f"kubeconfig {path} context {ctx_name!r} unusable: {e}") from None
     if plugin is not None and credential is not None and credential.token and credential.expires:
         cfg.refresh_api_key_hook = _token_refresher(plugin, credential)
-    # The client would honour HTTP(S)_PROXY; a conformance read of one cluster should go straight to it.
-    cfg.proxy = None
+    _set_transport(cfg, cluster.get("proxy-url"))
     return cfg
+
+
+def _set_transport(cfg: client.Configuration, proxy_url: str | None) -> None:
+    """The proxy kubectl would use (proxy.py), and urllib3 retrying connections only, never answers.
+
+    The proxy is fixed so that the client applies no rules of its own on top; NO_PROXY is already applied,
+    and a kubeconfig's proxy-url is used whatever NO_PROXY says, as by kubectl. urllib3's default retries
+    slept for whatever a 429/503's Retry-After said (up to 6 hours) three times inside one request, past every
+    bound of the run; Retry-After is waited for by the callers' tenacity retries, within their bounds.
+    """
+    proxy = proxy_for(cfg.host, proxy_url, os.environ)
+    cfg.proxy, cfg.proxy_headers = _proxy_credentials(proxy)
+    cfg.no_proxy = ""
+    cfg.retries = urllib3.Retry(3, respect_retry_after_header=False)
+
+
+def _proxy_credentials(proxy: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """http(s)://user:password@proxy as Go sends it: Proxy-Authorization Basic (urllib3 drops the user part).
+
+    SOCKS proxies are left as they are: urllib3's SOCKS support reads the user and password from the URL.
+    """
+    parts = urlsplit(proxy or "")
+    if not proxy or "@" not in parts.netloc or not parts.scheme.startswith("http"):
+        return proxy, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    auth = ":".join(unquote(p) for p in userinfo.split(":", 1))
+    return urlunsplit(parts._replace(netloc=host)), urllib3.make_headers(proxy_basic_auth=auth)
 
 
 def _materialise(entry: dict[str, Any], key: str, where: str, path: Path, creds: CredentialFiles) -> None:
@@ -193,14 +227,24 @@ def _use_exec_credential(user: dict[str, Any], cred: ExecCredential, creds: Cred
 
 
 def _token_refresher(plugin: ExecPlugin, cred: ExecCredential) -> Callable[[client.Configuration], None]:
-    """Run the plugin again when its token is about to expire (an EKS token lasts 15 minutes)."""
+    """Run the plugin again when its token is about to expire (an EKS token lasts 15 minutes).
+
+    Called before every request. A token without an expiry is used for the whole run (the hook is not set for
+    it), as client-go does. An expired one makes the plugin run again, but at most once per
+    EXEC_RERUN_INTERVAL: a plugin whose fresh token already looks expired (the clock here ahead of the
+    issuer's, or a plugin stamping the time of issue) ran before every request, 53 times in one run, and its
+    token is what the server accepts or not either way. A 401 does not make it run again: the reader ends the
+    run on a 401 with one line naming the context, which is clearer than a second credential failing the same.
+    """
     lock = threading.Lock()
     current = [cred]
+    last_run = [time.monotonic()]
 
     def refresh(cfg: client.Configuration) -> None:
         with lock:
-            if current[0].expired():
+            if current[0].expired() and time.monotonic() - last_run[0] >= EXEC_RERUN_INTERVAL:
                 current[0] = plugin.run()
+                last_run[0] = time.monotonic()
             cfg.api_key["BearerToken"] = f"Bearer {current[0].token}"
 
     return refresh
@@ -223,7 +267,7 @@ def raw_request(api: client.ApiClient, method: str, path: str, query: list[tuple
     resp = api.call_api(m, url, header_params=hdrs, body=ser_body, post_params=post, _request_timeout=timeout)
     data = resp.read()
     if resp.status >= 400:
-        raise ApiException(status=resp.status, reason=resp.reason, body=data.decode("utf-8", "replace")[:500])
+        raise _http_error(resp.status, resp.reason, data, resp.headers)
     return data
 
 
@@ -240,5 +284,12 @@ def raw_stream(api: client.ApiClient, path: str, query: list[tuple[str, str]] | 
     if resp.status >= 400:
         data = resp.data
         resp.release_conn()
-        raise ApiException(status=resp.status, reason=resp.reason, body=data.decode("utf-8", "replace")[:500])
+        raise _http_error(resp.status, resp.reason, data, resp.headers)
     return resp
+
+
+def _http_error(status: int, reason: str | None, data: bytes, headers: Any) -> ApiException:
+    """An ApiException with the answer's headers: callers read Retry-After from them."""
+    e = ApiException(status=status, reason=reason, body=data.decode("utf-8", "replace")[:500])
+    e.headers = headers
+    return e

@@ -17,13 +17,15 @@ from typing import Any
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import retry, retry_if_exception, wait_exponential
 
 from gpu_conformance.cluster import trim
 from gpu_conformance.cluster.connect import API_ERRORS, Connection, raw_request, raw_stream
+from gpu_conformance.cluster.retry_after import asked_wait, stop_retry_after, wait_retry_after
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.cluster.stream_list import CHUNK, decode_list
 from gpu_conformance.cluster.trim import Shape
+from gpu_conformance.cluster.unreachable import unreachable
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERATOR_POD_LABEL
 
@@ -35,6 +37,10 @@ LOG_TAIL_LINES = 20
 # tailLines alone does not bound a read: one 5 MB log line gave a 33 MB pytest.html. The API server stops at
 # limitBytes, so nothing beyond it reaches memory or a report.
 LOG_LIMIT_BYTES = 16 * 1024
+# A transient error is tried this many times (backing off exponentially); an answer with Retry-After waits what
+# it says, within READ_RETRY_BOUND seconds for one request (retry_after.py).
+READ_ATTEMPTS = 4
+READ_RETRY_BOUND = 30.0
 
 
 @dataclass(frozen=True)
@@ -69,8 +75,8 @@ class ClusterReader:
         self._lock = threading.Lock()
 
     # ---- raw requests --------------------------------------------------------------------
-    @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(4),
-           wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+    @retry(retry=retry_if_exception(_transient), stop=stop_retry_after(READ_RETRY_BOUND, READ_ATTEMPTS),
+           wait=wait_retry_after(wait_exponential(multiplier=0.2, max=2), READ_RETRY_BOUND), reraise=True)
     def _call(self, method: str, path: str, query: list[tuple[str, str]] | None = None,
               body: Any = None) -> Any:
         with self._lock:
@@ -78,8 +84,8 @@ class ClusterReader:
         data = raw_request(self.conn.api, method, path, query, body)
         return _kubernetes_json(data)
 
-    @retry(retry=retry_if_exception(_transient), stop=stop_after_attempt(4),
-           wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+    @retry(retry=retry_if_exception(_transient), stop=stop_retry_after(READ_RETRY_BOUND, READ_ATTEMPTS),
+           wait=wait_retry_after(wait_exponential(multiplier=0.2, max=2), READ_RETRY_BOUND), reraise=True)
     def _list(self, path: str, query: list[tuple[str, str]], shape: Shape | None) -> Any:
         """A LIST decoded as it streams in, items trimmed on the way (stream_list.py says why)."""
         with self._lock:
@@ -100,7 +106,7 @@ class ClusterReader:
         except ApiException as e:
             raise self._api_error(e, what or f"{method} {path}") from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise ClusterAccessError(f"cannot reach the API server at {self.conn.server}: {_root_reason(e)}") from None
+            raise ClusterAccessError(unreachable(self.conn, e)) from None
         except NotKubernetesResponse as e:
             raise self._not_kubernetes(e, what or f"{method} {path}") from None
 
@@ -111,7 +117,7 @@ class ClusterReader:
         if e.status == 403:
             return ClusterAccessError(f"403 Forbidden: {self.conn.user or 'this user'} cannot {what} "
                                       f"(grant it with rbac.yaml: {APPLY_RBAC})", status=e.status)
-        return ClusterAccessError(f"{what} failed: HTTP {e.status} {e.reason}", status=e.status)
+        return ClusterAccessError(f"{what} failed: HTTP {e.status} {e.reason}{asked_wait(e)}", status=e.status)
 
     def _not_kubernetes(self, e: NotKubernetesResponse, what: str) -> ClusterAccessError:
         return ClusterAccessError(f"{self.conn.server} does not answer like a Kubernetes API server ({what}: {e})")
@@ -130,7 +136,7 @@ class ClusterReader:
                 return None
             raise self._api_error(e, what) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise ClusterAccessError(f"cannot reach the API server at {self.conn.server}: {_root_reason(e)}") from None
+            raise ClusterAccessError(unreachable(self.conn, e)) from None
         except NotKubernetesResponse as e:
             raise self._not_kubernetes(e, what) from None
         items = data.get("items") or []
@@ -321,22 +327,6 @@ def discover_namespace(snap: ClusterSnapshot) -> str | None:
     if cp:
         return cp.get("status", {}).get("namespace") or None
     return None
-
-
-def _root_reason(e: BaseException) -> str:
-    reason = getattr(e, "reason", None)
-    while reason is not None and getattr(reason, "reason", None) is not None:
-        reason = reason.reason
-    text = str(reason or e)
-    if "Connection refused" in text:
-        return "connection refused"
-    if "timed out" in text.lower():
-        return "timed out"
-    if "Name or service not known" in text or "nodename nor servname" in text:
-        return "host name does not resolve"
-    if "CERTIFICATE_VERIFY_FAILED" in text:
-        return "TLS certificate not trusted"
-    return text.splitlines()[0][:200]
 
 
 def read_snapshot(conn: Connection, operator_namespace: str | None = None, gpu_node_selector: str | None = None,
