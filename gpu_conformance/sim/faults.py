@@ -489,6 +489,15 @@ def _capacity_mismatch(ctx: FaultContext) -> None:
     ctx.drop_gpu_resources(NODE, value=str(max(have - 1, 1)))
 
 
+@fault("mig-config-failed", "an admin asked for a MIG layout (all-balanced) and the MIG manager failed to apply "
+       "it (a GPU still in use, a reset refused): the node keeps its old layout",
+       "gpu-node-1 labels nvidia.com/mig.config=all-balanced, nvidia.com/mig.config.state=failed",
+       Layer.DEVICE_PLUGIN, {"DPL-009"}, NODE)
+def _mig_config_failed(ctx: FaultContext) -> None:
+    ctx.node_patch(NODE, {"metadata": {"labels": {"nvidia.com/mig.config": "all-balanced",
+                                                  "nvidia.com/mig.config.state": "failed"}}})
+
+
 @fault("gfd-labels-missing", "GPU Feature Discovery stopped publishing labels on one node",
        "remove nvidia.com/gpu.product, gpu.memory and cuda.driver-version.* labels from gpu-node-1",
        Layer.DEVICE_PLUGIN, {"DPL-005"}, NODE)
