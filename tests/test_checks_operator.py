@@ -66,6 +66,7 @@ def test_served_versions_are_read_from_the_crd() -> None:
 
     crd = {"spec": {"versions": [{"name": "v1", "served": False}, {"name": "v1alpha1", "served": True}]}}
     assert served_versions(crd) == ["v1alpha1"]
+    assert served_versions({"spec": {}}) is None  # an object that does not say is not judged
 
 
 def test_no_clusterpolicy_fails_and_later_checks_say_na() -> None:

@@ -214,7 +214,7 @@ class ClusterReader:
         snap.nfd_pods = results["nfd_pods"] or []
         crds = (results["crd_cp"] or []) + (results["crd_nvd"] or [])
         snap.crds = {name_of(c) for c in crds}
-        snap.crd_served = {name_of(c): served_versions(c) for c in crds}
+        snap.crd_served = {name_of(c): v for c in crds if (v := served_versions(c)) is not None}
         snap.kubernetes_version = (results["version"] or {}).get("gitVersion", "")
 
         ns = operator_namespace or discover_namespace(snap)
@@ -295,8 +295,11 @@ class ClusterReader:
             return dict(pool.map(fetch, wanted))
 
 
-def served_versions(crd: dict[str, Any]) -> list[str]:
-    versions = (crd.get("spec") or {}).get("versions") or []
+def served_versions(crd: dict[str, Any]) -> list[str] | None:
+    """The versions a CRD serves; None when the object does not say (no spec.versions: nothing to judge)."""
+    versions = (crd.get("spec") or {}).get("versions")
+    if not isinstance(versions, list) or not versions:
+        return None
     return [str(v.get("name")) for v in versions if isinstance(v, dict) and v.get("served")]
 
 
