@@ -320,3 +320,31 @@ json_report.write_json = signalled
     assert "SIGTERM while the reports were written" in out and "Traceback" not in out
     assert verdict_of(reports) == "CONFORMANT"
     assert (reports / "conformance.html").is_file()
+
+
+def test_a_failed_mig_manager_that_keeps_running_has_its_log_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # DPL-009 quotes the MIG manager's words; it keeps running after `failed`, so no stuck/crash rule asked for them.
+    import gpu_conformance.cluster.reader as reader
+
+    asked: list[str] = []
+
+    def raw(api: object, method: str, path: str, query: list | None = None, *_: object, **__: object) -> bytes:
+        asked.append(path)
+        return b"applying MIG mode change...\nerror: GPU 0 is in use by process 4242\n"
+
+    monkeypatch.setattr(reader, "raw_request", raw)
+    from check_runner import N1
+    from factory import healthy_snapshot
+
+    snap = healthy_snapshot()
+    node = snap.node_by_name[N1]
+    node["metadata"]["labels"][reader.MIG_STATE_LABEL] = "failed"
+    mig_pod = {"metadata": {"name": "nvidia-mig-manager-x"}, "status": {"phase": "Running"},
+               "spec": {"nodeName": N1, "containers": [{"name": "nvidia-mig-manager"}]}}
+    elsewhere = {**mig_pod, "metadata": {"name": "nvidia-mig-manager-y"}, "spec": {**mig_pod["spec"],
+                                                                                   "nodeName": "gpu-node-2"}}
+    r = reader.ClusterReader(SimpleNamespace(api=None, server="https://x", context="c", user="u"))  # type: ignore[arg-type]
+    logs = r._stuck_container_logs("gpu-operator", [mig_pod, elsewhere], reader.mig_failed_nodes(snap.nodes))
+    assert list(logs) == [("nvidia-mig-manager-x", "nvidia-mig-manager")]
+    assert "in use by process 4242" in logs[("nvidia-mig-manager-x", "nvidia-mig-manager")]
+    assert asked == ["/api/v1/namespaces/gpu-operator/pods/nvidia-mig-manager-x/log"]

@@ -22,7 +22,7 @@ from tenacity import retry, retry_if_exception, wait_exponential
 from gpu_conformance.cluster import trim
 from gpu_conformance.cluster.connect import API_ERRORS, Connection, raw_request, raw_stream
 from gpu_conformance.cluster.retry_after import asked_wait, stop_retry_after, wait_retry_after
-from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.cluster.stream_list import CHUNK, decode_list
 from gpu_conformance.cluster.trim import Shape
 from gpu_conformance.cluster.unreachable import unreachable
@@ -244,7 +244,7 @@ class ClusterReader:
             snap.deployments = res2["deployments"] or []
             snap.events = res2["events"] or []
             snap.csvs = res2["csvs"] or []
-            snap.logs = self._stuck_container_logs(ns, snap.pods)
+            snap.logs = self._stuck_container_logs(ns, snap.pods, mig_failed_nodes(snap.nodes))
         snap.requests = self.requests
         snap.read_seconds = time.monotonic() - start
         return snap
@@ -254,14 +254,18 @@ class ClusterReader:
             futures = {k: pool.submit(fn) for k, fn in jobs.items()}
             return {k: f.result() for k, f in futures.items()}
 
-    def _stuck_container_logs(self, ns: str, pods: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
-        """Last lines of the containers a finding will quote: a stuck init container or a crash loop."""
+    def _stuck_container_logs(self, ns: str, pods: list[dict[str, Any]],
+                              mig_failed: frozenset[str] = frozenset()) -> dict[tuple[str, str], str]:
+        """Last lines of the containers a finding will quote: a stuck init container, a crash loop, and the MIG
+        manager on a node where it reported failed (it keeps running, so neither of the others catches it)."""
         from gpu_conformance.cluster.podstate import crashlooping, stuck_init_container
 
         wanted: list[tuple[str, str]] = []
         for p in pods:
             if p.get("status", {}).get("phase") in ("Succeeded",):
                 continue
+            if (p.get("spec") or {}).get("nodeName") in mig_failed and _runs_container(p, MIG_MANAGER_CONTAINER):
+                wanted.append((name_of(p), MIG_MANAGER_CONTAINER))
             stuck = stuck_init_container(p)
             if stuck and (stuck.get("restarts") or stuck.get("state") != "waiting"
                           or stuck.get("reason") not in ("PodInitializing", None, "")):
@@ -293,6 +297,19 @@ class ClusterReader:
             return {}
         with ThreadPoolExecutor(max_workers=4) as pool:
             return dict(pool.map(fetch, wanted))
+
+
+# The MIG manager's container and the label it reports its outcome in (mig-parted; DPL-009 judges it).
+MIG_MANAGER_CONTAINER = "nvidia-mig-manager"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+
+
+def mig_failed_nodes(nodes: list[dict[str, Any]]) -> frozenset[str]:
+    return frozenset(name_of(n) for n in nodes if labels_of(n).get(MIG_STATE_LABEL) == "failed")
+
+
+def _runs_container(pod: dict[str, Any], container: str) -> bool:
+    return any(c.get("name") == container for c in (pod.get("spec") or {}).get("containers") or [])
 
 
 def served_versions(crd: dict[str, Any]) -> list[str] | None:
