@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from real_case_loader import ClusterState
 
 from gpu_conformance.cluster.connect import raw_request
+from gpu_conformance.cluster.retry_after import while_busy
 from gpu_conformance.cluster.snapshot import name_of
 from gpu_conformance.sim import install
 
@@ -97,7 +98,7 @@ class CaseWriter:
     # ---- raw API ------------------------------------------------------------------------------------------
     def _req(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
              query: list[tuple[str, str]] | None = None) -> Obj:
-        data = raw_request(self.api, method, path, query, body, content_type=content_type)
+        data = while_busy(lambda: raw_request(self.api, method, path, query, body, content_type=content_type))
         return json.loads(data) if data else {}
 
     def _create(self, prefix: str, plural: str, obj: Obj, namespace: str | None) -> Obj:

@@ -321,3 +321,26 @@ def test_tls_failures_are_named_for_what_they_are(tmp_path: Path, ca: TestCa, ca
     assert "\n" not in message
     if case not in ("unknown-ca", "self-signed"):
         assert "not trusted" not in message
+
+
+def test_the_sim_clients_wait_out_a_short_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fresh API server answers 429 "storage is (re)initializing" (Retry-After: 1) right after a CRD is created;
+    # urllib3 no longer retries it silently, so the simulator's client waits for it (while_busy), within a bound.
+    from kubernetes.client.exceptions import ApiException
+
+    from gpu_conformance.cluster.retry_after import while_busy
+
+    answers = [ApiException(status=429, reason="Too Many Requests"), "ok"]
+    answers[0].headers = {"Retry-After": "0"}
+
+    def call() -> str:
+        a = answers.pop(0)
+        if isinstance(a, BaseException):
+            raise a
+        return a
+
+    assert while_busy(call) == "ok" and not answers
+    too_long = ApiException(status=429, reason="Too Many Requests")
+    too_long.headers = {"Retry-After": "3600"}
+    with pytest.raises(ApiException):
+        while_busy(lambda: (_ for _ in ()).throw(too_long), bound=5)

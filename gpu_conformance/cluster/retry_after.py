@@ -8,13 +8,15 @@ client-go waits what Retry-After says for up to 10 retries; here, the same withi
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from tenacity import RetryCallState
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
+T = TypeVar("T")
 # client-go's maxRetries for answers with Retry-After.
 RETRY_AFTER_ATTEMPTS = 10
 
@@ -91,3 +93,25 @@ class stop_retry_after(stop_base):  # noqa: N801 - named like tenacity's own sto
         if delay is None:
             return self.attempts is not None and retry_state.attempt_number >= self.attempts
         return retry_state.attempt_number >= RETRY_AFTER_ATTEMPTS or elapsed + delay > self.bound
+
+
+def while_busy(call: Callable[[], T], bound: float = 15.0) -> T:
+    """``call()``, tried again while the server answers 429/503 with a Retry-After that fits in ``bound`` seconds.
+
+    For the simulated cluster's own clients: a fresh API server answers 429 "storage is (re)initializing"
+    (Retry-After: 1) for a moment after a CRD is created. urllib3 used to retry those silently; it no longer waits
+    for Retry-After (connect.py says why), so the callers that need it say so here.
+    """
+    import time
+
+    from kubernetes.client.exceptions import ApiException
+
+    deadline = time.monotonic() + bound
+    while True:
+        try:
+            return call()
+        except ApiException as e:
+            delay = retry_after(e) if e.status in (429, 503) else None
+            if delay is None or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(max(delay, 0.1))

@@ -31,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance import operands as op
 from gpu_conformance.cluster.connect import raw_request
+from gpu_conformance.cluster.retry_after import while_busy
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim.nvidia_smi import node_nvidia_smi_L, nvidia_smi_header, probe_output
@@ -129,8 +130,8 @@ class Kube:
     def request(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
                 content_type: str = "application/json") -> Obj:
         self.requests += 1
-        data = raw_request(self.client, method, path, query, body, timeout=_REQUEST_TIMEOUT,
-                           content_type=content_type)
+        data = while_busy(lambda: raw_request(self.client, method, path, query, body, timeout=_REQUEST_TIMEOUT,
+                                              content_type=content_type))
         return json.loads(data) if data else {}
 
     def create(self, obj: Obj) -> Obj:
