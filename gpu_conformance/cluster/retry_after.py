@@ -8,10 +8,12 @@ client-go waits what Retry-After says for up to 10 retries; here, the same withi
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
+from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
@@ -102,10 +104,6 @@ def while_busy(call: Callable[[], T], bound: float = 15.0) -> T:
     (Retry-After: 1) for a moment after a CRD is created. urllib3 used to retry those silently; it no longer waits
     for Retry-After (connect.py says why), so the callers that need it say so here.
     """
-    import time
-
-    from kubernetes.client.exceptions import ApiException
-
     deadline = time.monotonic() + bound
     while True:
         try:
