@@ -174,11 +174,9 @@ class ConformanceRun:
         )
 
     def write_reports(self, result: RunResult | None = None) -> dict[str, Path]:
-        """conformance.json and conformance.html of `result` (default: the run's result now)."""
-        from gpu_conformance.report.html import write_html
-        from gpu_conformance.report.json_report import write_json
+        """Every reporter's file (report.reporters.REPORTERS) of `result` (default: the run's result now)."""
+        from gpu_conformance.report.reporters import write_reports
 
         report_dir = Path(self.settings.report_dir)
         report_dir.mkdir(parents=True, exist_ok=True)
-        result = result or self.result()
-        return {"json": write_json(result, report_dir), "html": write_html(result, report_dir)}
+        return write_reports(result or self.result(), report_dir)

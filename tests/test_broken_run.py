@@ -63,7 +63,7 @@ def inprocess(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):  # no
     monkeypatch.setattr(ConformanceRun, "start", ConformanceRun.start)
     for name in ("_gpus_in_use", "_create_pods", "_wait", "_capture_logs", "_cleanup"):
         monkeypatch.setattr(probe_mod.Probe, name, getattr(probe_mod.Probe, name))
-    monkeypatch.setattr(json_report, "write_json", json_report.write_json)
+    monkeypatch.setattr(json_report, "write_text_atomic", json_report.write_text_atomic)
 
     def run(inject: str, *args: str) -> tuple[pytest.RunResult, Path]:
         pytester.makeconftest(FAKE_START + inject)
@@ -175,9 +175,12 @@ def test_reports_that_cannot_be_written_are_exit_8_and_the_probe_is_cleaned_up(i
     result, _ = inprocess(HEALTHY_PROBE + """
 import errno, sys
 json_report = sys.modules["gpu_conformance.report.json_report"]
-def full(result, report_dir):
-    raise OSError(errno.ENOSPC, "No space left on device", str(report_dir / "conformance.json"))
-json_report.write_json = full
+real = json_report.write_text_atomic
+def full(path, text):
+    if path.name == "conformance.json":
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    return real(path, text)
+json_report.write_text_atomic = full
 def _cleanup(self):
     self.obs.deleted = True
     print("PROBE-CLEANED")
@@ -309,11 +312,12 @@ def test_a_signal_while_the_reports_are_written_waits_for_them(inprocess) -> Non
     result, reports = inprocess(HEALTHY_PROBE + """
 import os, signal, sys
 json_report = sys.modules["gpu_conformance.report.json_report"]
-real = json_report.write_json
-def signalled(result, report_dir):
-    os.kill(os.getpid(), signal.SIGTERM)
-    return real(result, report_dir)
-json_report.write_json = signalled
+real = json_report.write_text_atomic
+def signalled(path, text):
+    if path.name == "conformance.json":
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real(path, text)
+json_report.write_text_atomic = signalled
 """)
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 2, out[-3000:]

@@ -71,3 +71,21 @@ def test_operator_not_installed_replaces_the_earlier_verdict(tmp_path: Path) -> 
         proc = run(tmp_path / "r", "--cluster=current", f"--kubeconfig={bare.kubeconfig}")
     assert proc.returncode == EXIT_NOT_INSTALLED, proc.stdout[-2000:]
     assert_failed_run_reports(tmp_path / "r", EXIT_NOT_INSTALLED, "is not installed")
+
+
+def test_verdict_and_failed_run_write_the_same_report_files(tmp_path: Path) -> None:
+    """One reporter table: a format added to it is written by both paths, and neither names a file itself."""
+    from report_data import healthy_cluster
+
+    from gpu_conformance.report.failed_run import write_failed_run
+    from gpu_conformance.report.reporters import FILENAMES, REPORTERS, write_reports
+
+    ok = write_reports(healthy_cluster(), tmp_path / "ok")
+    failed = write_failed_run(tmp_path / "failed", run_id="r1", exit_code=EXIT_USAGE, message="bad option")
+    assert set(ok) == set(failed) == {r.key for r in REPORTERS}
+    assert sorted(p.name for p in (tmp_path / "ok").iterdir()) == sorted(FILENAMES)
+    assert sorted(p.name for p in (tmp_path / "failed").iterdir()) == sorted(FILENAMES)
+    assert load_json(failed["json"])["verdict"] == "ERROR" and "bad option" in failed["html"].read_text()
+    for source in ("session.py", "report/failed_run.py"):
+        text = (REPO / "gpu_conformance" / source).read_text()
+        assert '"conformance.html"' not in text and "HTML_NAME" not in text and "write_html" not in text, source

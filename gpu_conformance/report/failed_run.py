@@ -9,34 +9,25 @@ exit code and the one-line error, conformance.html says the same, and junit.xml 
 from __future__ import annotations
 
 import datetime as dt
-import html
 import json
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gpu_conformance.report.html import HTML_NAME
-from gpu_conformance.report.json_report import JSON_NAME, dumps, write_text_atomic
+from gpu_conformance.report.json_report import JSON_NAME, write_text_atomic
 from gpu_conformance.report.redact import redact_text
-from gpu_conformance.run_result import SCHEMA_VERSION
-
-ERROR_VERDICT = "ERROR"
-PREVIOUS_DIR = "previous-run"
+from gpu_conformance.report.reporters import ERROR_VERDICT, FILENAMES, PREVIOUS_DIR, FailedRun, write_failed_reports
 
 
 def write_failed_run(report_dir: Path | str, *, run_id: str, exit_code: int, message: str,
                      junit_path: Path | str | None = None) -> dict[str, Path]:
-    """Move an earlier verdict aside and write this run's failure as conformance.json/.html (and junit.xml)."""
+    """Move an earlier verdict aside and write this run's failure as every report (and junit.xml)."""
     d = Path(report_dir)
     d.mkdir(parents=True, exist_ok=True)
     message = redact_text(message)
     _move_earlier_verdict_aside(d)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    data = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "started_at": now, "verdict": ERROR_VERDICT,
-            "error": {"exit_code": exit_code, "message": message}, "checks": [], "nodes": []}
-    paths = {"json": d / JSON_NAME, "html": d / HTML_NAME}
-    write_text_atomic(paths["json"], dumps(data))
-    write_text_atomic(paths["html"], _html(run_id, now, exit_code, message))
+    paths = write_failed_reports(d, FailedRun(run_id, now, exit_code, message))
     if junit_path is not None:
         paths["junit"] = Path(junit_path)
         write_text_atomic(paths["junit"], _junit(exit_code, message))
@@ -53,23 +44,9 @@ def _move_earlier_verdict_aside(d: Path) -> None:
         return  # nothing to keep: no earlier verdict, or only an earlier failure (overwritten)
     aside = d / PREVIOUS_DIR
     aside.mkdir(exist_ok=True)
-    for name in (JSON_NAME, HTML_NAME):
+    for name in FILENAMES:
         if (d / name).is_file():
             os.replace(d / name, aside / name)
-
-
-def _html(run_id: str, when: str, exit_code: int, message: str) -> str:
-    e = html.escape
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>GPU conformance: {ERROR_VERDICT}</title>
-<style>body{{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}}
-.verdict{{background:#b00020;color:#fff;padding:.5rem 1rem;display:inline-block}}</style></head>
-<body><h1>GPU conformance: <span class="verdict">{ERROR_VERDICT}</span> — the run failed, there is no verdict</h1>
-<p><strong>exit code {exit_code}:</strong> {e(message)}</p>
-<p>run {e(run_id)}, {e(when)}. No check was judged. Reports of an earlier run, if any, are in
-<code>{PREVIOUS_DIR}/</code>.</p>
-</body></html>
-"""
 
 
 def _junit(exit_code: int, message: str) -> str:

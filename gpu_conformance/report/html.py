@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -480,6 +481,26 @@ def _render(clean: Mapping[str, Any]) -> str:
 def render_html(data: Mapping[str, Any]) -> str:
     """The page for a conformance.json dict (redacted here: the dict may come from an old or foreign file)."""
     return _render(redact(dict(data)))
+
+
+def render_clean(clean: Mapping[str, Any]) -> str:
+    """The page for a dict that is already redacted (result_dict): what the reporter table renders."""
+    return _render(clean)
+
+
+def render_failed(run_id: str, when: str, exit_code: int, message: str, verdict: str, previous_dir: str) -> str:
+    """The page of a run that ended before a verdict (the failed-run path)."""
+    e = escape
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>GPU conformance: {verdict}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}}
+.verdict{{background:#b00020;color:#fff;padding:.5rem 1rem;display:inline-block}}</style></head>
+<body><h1>GPU conformance: <span class="verdict">{verdict}</span> — the run failed, there is no verdict</h1>
+<p><strong>exit code {exit_code}:</strong> {e(message)}</p>
+<p>run {e(run_id)}, {e(when)}. No check was judged. Reports of an earlier run, if any, are in
+<code>{e(previous_dir)}/</code>.</p>
+</body></html>
+"""
 
 
 def write_html(result: RunResult, report_dir: Path) -> Path:
