@@ -411,7 +411,8 @@ class ConformanceSession:
         baseline = self.settings.baseline
         if baseline:
             from gpu_conformance.report.diff import diff_runs, format_diff
-            from gpu_conformance.report.json_report import load_json, result_dict
+            from gpu_conformance.report.json_report import result_dict
+            from gpu_conformance.report.schema import load_json
 
             try:
                 old = load_json(baseline)

@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_conformance.model import LAYER_ORDER, Check, Finding, Status
+from gpu_conformance.report.schema import SCHEMA_VERSION
 from gpu_conformance.verdict import Verdict
-
-SCHEMA_VERSION = "1"
 
 
 @dataclass

@@ -60,7 +60,7 @@ class Settings:
         if not self.probe_image:
             raise UsageError("--probe-image must not be empty")
         self.probe_nodes = str(self.probe_nodes if self.probe_nodes is not None else "all")
-        from gpu_conformance.checks.probe_checks import parse_probe_nodes
+        from gpu_conformance.cluster.selectors import parse_probe_nodes
 
         parse_probe_nodes(self.probe_nodes)  # raises UsageError on nonsense
         pns = self.probe_namespace
@@ -73,7 +73,7 @@ class Settings:
             parse_selector(self.gpu_node_selector)  # raises UsageError on nonsense
         self._validate_report_dir()
         if self.baseline:
-            from gpu_conformance.report.json_report import ReportFileError, load_json
+            from gpu_conformance.report.schema import ReportFileError, load_json
 
             try:
                 load_json(self.baseline)  # before the run, not after it

@@ -21,8 +21,9 @@ from report_data import (
 
 from gpu_conformance.report.diff import diff_runs, format_diff
 from gpu_conformance.report.html import render_html, write_html
-from gpu_conformance.report.json_report import load_json, write_json
+from gpu_conformance.report.json_report import write_json
 from gpu_conformance.report.redact import REDACTED, is_credential_name, is_sensitive_key, redact, redact_text
+from gpu_conformance.report.schema import load_json
 from gpu_conformance.report.terminal import summary_lines
 
 

@@ -15,9 +15,8 @@ from typing import Any
 
 from gpu_conformance.checks.device_plugin import effective_cdi
 from gpu_conformance.checks.registry import check
-from gpu_conformance.cluster.selectors import matches, parse_selector
+from gpu_conformance.cluster.selectors import matches, parse_probe_nodes
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, gpu_resources, labels_of
-from gpu_conformance.errors import UsageError
 from gpu_conformance.model import CheckFunc, Finding, Layer, Status
 from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan, Skip
 from gpu_conformance.settings import Settings
@@ -72,22 +71,6 @@ def gpus_in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
                 if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-"):
                     used[node][k] += _quantity(v)
     return {n: dict(v) for n, v in used.items()}
-
-
-def parse_probe_nodes(value: str) -> str | int | list:
-    """--probe-nodes: 'all', a positive count, or a label selector (said back in the usage error)."""
-    value = (value or "all").strip()
-    if value == "all":
-        return "all"
-    if value.isdigit():
-        if int(value) < 1:
-            raise UsageError("--probe-nodes must be 'all', a positive number of nodes, or a label selector")
-        return int(value)
-    try:
-        return parse_selector(value)
-    except UsageError:
-        raise UsageError(f"--probe-nodes: {value!r} is neither 'all', a number of nodes, nor a label selector "
-                         "(e.g. 'nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB')") from None
 
 
 def plan_probe(snap: ClusterSnapshot, settings: Settings, eligible: list[str],

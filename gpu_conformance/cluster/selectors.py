@@ -81,3 +81,19 @@ def matches(selector: list[Requirement], labels: dict[str, str]) -> bool:
 def match_labels(match: dict[str, str], labels: dict[str, str]) -> bool:
     """A nodeSelector / matchLabels map: every key present with that exact value."""
     return all(labels.get(k) == v for k, v in match.items())
+
+
+def parse_probe_nodes(value: str) -> str | int | list:
+    """--probe-nodes: 'all', a positive count, or a label selector (said back in the usage error)."""
+    value = (value or "all").strip()
+    if value == "all":
+        return "all"
+    if value.isdigit():
+        if int(value) < 1:
+            raise UsageError("--probe-nodes must be 'all', a positive number of nodes, or a label selector")
+        return int(value)
+    try:
+        return parse_selector(value)
+    except UsageError:
+        raise UsageError(f"--probe-nodes: {value!r} is neither 'all', a number of nodes, nor a label selector "
+                         "(e.g. 'nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB')") from None

@@ -33,9 +33,10 @@ from gpu_conformance.report.common import (
 )
 from gpu_conformance.report.diff import RunDiff, diff_runs, format_diff
 from gpu_conformance.report.html import HTML_NAME, _environment
-from gpu_conformance.report.json_report import JSON_NAME, load_json, write_text_atomic
+from gpu_conformance.report.json_report import write_text_atomic
 from gpu_conformance.report.redact import redact, redact_markup, redact_text
 from gpu_conformance.report.reporters import ERROR_VERDICT  # a run that ended before a verdict
+from gpu_conformance.report.schema import JSON_NAME, load_json
 
 HISTORY_NAME = "history.html"
 # Status of a cell on a night the node was not in the run, or the run had no verdict.

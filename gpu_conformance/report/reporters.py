@@ -13,7 +13,8 @@ from typing import Any
 
 from gpu_conformance.report import html as html_report
 from gpu_conformance.report import json_report
-from gpu_conformance.run_result import SCHEMA_VERSION, RunResult
+from gpu_conformance.report.schema import SCHEMA_VERSION
+from gpu_conformance.run_result import RunResult
 
 ERROR_VERDICT = "ERROR"
 # Where a failed run moves the last verdict's files, so they are kept but never read as this run's.
