@@ -71,7 +71,7 @@ def _sim_faults(a: argparse.Namespace) -> int:
 def _report_diff(a: argparse.Namespace) -> int:
     from gpu_conformance.control_chars import printable
     from gpu_conformance.report.diff import diff_runs, format_diff
-    from gpu_conformance.report.schema import load_json
+    from gpu_conformance.report_format import load_json
 
     # A file that is not a conformance.json is a bad argument: ReportFileError, one line naming it, exit 4.
     old, new = load_json(a.old), load_json(a.new)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError, cli_main
-from gpu_conformance.sim.binaries import CACHE_NAME, _build_lock
+from gpu_conformance.go_build import CACHE_NAME, build_lock
 
 
 class ToolBuildError(ConformanceError):
@@ -107,7 +107,7 @@ def ensure_tool(tool: GoTool) -> Path:
         raise ToolBuildError(f"{tool.name} {tool.version} needs cgo and no C compiler is on PATH "
                              f"(apt-get install gcc, or set CC)")
     # The sim binaries' lock: a second session waits for the first build instead of building too.
-    with _build_lock(out_dir):
+    with build_lock(out_dir):
         if _answers_version(binary, tool):
             return binary
         log_path = out_dir / "build.log"

@@ -412,7 +412,7 @@ class ConformanceSession:
         if baseline:
             from gpu_conformance.report.diff import diff_runs, format_diff
             from gpu_conformance.report.json_report import result_dict
-            from gpu_conformance.report.schema import load_json
+            from gpu_conformance.report_format import load_json
 
             try:
                 old = load_json(baseline)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpu_conformance.model import LAYER_ORDER, Check, Finding, Status
-from gpu_conformance.report.schema import SCHEMA_VERSION
+from gpu_conformance.report_format import SCHEMA_VERSION
 from gpu_conformance.verdict import Verdict
 
 

@@ -73,7 +73,7 @@ class Settings:
             parse_selector(self.gpu_node_selector)  # raises UsageError on nonsense
         self._validate_report_dir()
         if self.baseline:
-            from gpu_conformance.report.schema import ReportFileError, load_json
+            from gpu_conformance.report_format import ReportFileError, load_json
 
             try:
                 load_json(self.baseline)  # before the run, not after it

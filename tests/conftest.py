@@ -73,7 +73,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("sim") is None:
         return
     if "error" not in _binaries:
-        from gpu_conformance.sim.binaries import GoNotFoundError, ensure_binaries
+        from gpu_conformance.go_build import GoNotFoundError
+        from gpu_conformance.sim.binaries import ensure_binaries
 
         try:
             ensure_binaries()
@@ -86,7 +87,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def _realnode_setup() -> None:
     if "realnode" not in _binaries:
-        from gpu_conformance.sim.binaries import GoNotFoundError
+        from gpu_conformance.go_build import GoNotFoundError
         from gpu_conformance.sim.realnode import binaries as rnbin
         from gpu_conformance.sim.realnode.node import unsupported_reason
 

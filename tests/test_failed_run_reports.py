@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpu_conformance.errors import EXIT_CLUSTER_ACCESS, EXIT_NOT_INSTALLED, EXIT_USAGE
-from gpu_conformance.report.schema import load_json
+from gpu_conformance.report_format import load_json
 
 REPO = Path(__file__).resolve().parents[1]
 OLD = {"schema_version": "1", "run_id": "20261201-000000-old", "verdict": "CONFORMANT", "checks": [], "nodes": []}

@@ -42,7 +42,7 @@ def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path,
         run.write_reports()
         data = json.loads((report_dir / "conformance.json").read_text())
         # What the probe left behind, read from the cluster itself (not from the probe's own account).
-        from gpu_conformance.sim.reconcile import Kube
+        from gpu_conformance.sim.kube_client import Kube
 
         kube = Kube(booted.cluster.api_client())
         data["leftover_probe_namespaces"] = [

@@ -11,9 +11,9 @@ PKG = Path(__file__).resolve().parent.parent / "gpu_conformance"
 RELEASED = Path(__file__).parent / "data" / "released-check-ids.txt"
 
 # Product modules that may import the simulated cluster: the target table that boots it, the `sim` CLI
-# commands, the README generator that lists its faults, gotools (CI build helper sharing its Go cache lock),
-# and the benchmark (`python -m gpu_conformance.bench` boots a 1,000-node simulated cluster to measure on).
-MAY_IMPORT_SIM = {"targets.py", "cli.py", "docs.py", "gotools.py", "bench.py"}
+# commands, the README generator that lists its faults, and the benchmark (`python -m gpu_conformance.bench`
+# boots a 1,000-node simulated cluster to measure on).
+MAY_IMPORT_SIM = {"targets.py", "cli.py", "docs.py", "bench.py"}
 # Checks are pure functions of the snapshot: no API access, no probe, no run, no reports, no simulation.
 CHECKS_MUST_NOT_IMPORT = ("gpu_conformance.cluster.reader", "gpu_conformance.cluster.connect",
                           "gpu_conformance.probe", "gpu_conformance.session", "gpu_conformance.plugin",
@@ -69,3 +69,103 @@ def test_released_check_ids_never_disappear() -> None:
     assert not gone, f"released check IDs removed or renamed: {gone} (IDs are stable: deprecate, never reuse)"
     new = sorted(current - set(released))
     assert not new, f"new check IDs {new}: append them to {RELEASED.name} (the list only grows)"
+
+
+# ---- the import graph: no circles, no private names across modules ---------------------------------------------
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _target(module: str, name: str) -> str:
+    """`from module import name`: the submodule when `name` is one, else `module` itself."""
+    sub = f"{module}.{name}"
+    return sub if (PKG.parent / Path(*sub.split("."))).with_suffix(".py").is_file() else module
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (lazy ones too; a package's own __init__ is not an edge)."""
+    graph: dict[str, set[str]] = {}
+    for path in PKG.rglob("*.py"):
+        me = module_name(path)
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name.startswith("gpu_conformance."))
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gpu_conformance"):
+                out.update(_target(node.module, a.name) for a in node.names)
+        graph[me] = {m for m in out if m != me and (PKG.parent / Path(*m.split("."))).with_suffix(".py").is_file()}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_back_in_a_circle() -> None:
+    assert circles(import_graph()) == []
+
+
+def test_the_circle_guard_sees_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def private_imports(path: Path) -> list[str]:
+    """Names starting with '_' that a module takes from another package module (import or attribute)."""
+    found: list[str] = []
+    aliases: set[str] = set()
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gpu_conformance"):
+            for a in node.names:
+                if a.name.startswith("_"):
+                    found.append(f"{node.module}.{a.name}")
+                elif _target(node.module, a.name) != node.module:
+                    aliases.add(a.asname or a.name)  # a module bound to a name: its _attributes are private
+        elif isinstance(node, ast.Import):
+            aliases.update(a.asname for a in node.names if a.name.startswith("gpu_conformance") and a.asname)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name) and node.value.id in aliases):
+            found.append(f"{node.value.id}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_no_module_takes_another_modules_private_names() -> None:
+    bad = {str(p.relative_to(PKG)): private_imports(p) for p in PKG.rglob("*.py")}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def test_the_private_name_guard_sees_both_spellings(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    f.write_text("from gpu_conformance.sim.binaries import _build\nfrom gpu_conformance.sim import binaries as b\n"
+                 "b._go_env()\n")
+    assert private_imports(f) == ["b._go_env", "gpu_conformance.sim.binaries._build"]

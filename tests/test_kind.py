@@ -368,7 +368,7 @@ def test_nightly_cronjob_reports_a_fault_between_two_nights_as_a_regression(kind
     """
     from gpu_conformance.report.diff import diff_runs
     from gpu_conformance.report.history import build_history, load_nights
-    from gpu_conformance.report.schema import load_json
+    from gpu_conformance.report_format import load_json
     from gpu_conformance.sim.kind.nightly import KindNightly
 
     nightly = KindNightly(kind_cluster, suite_image).install()

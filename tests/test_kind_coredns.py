@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpu_conformance.go_build import GoNotFoundError, repo_root
 from gpu_conformance.sim import binaries as simbin
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
@@ -35,7 +36,7 @@ def dirs() -> kindbin.BinDirs:
     # Only a missing Go skips: a build that fails must fail these tests.
     try:
         return kindbin.ensure_binaries()
-    except simbin.GoNotFoundError as exc:
+    except GoNotFoundError as exc:
         pytest.skip(f"the kind tier's binaries cannot be built here: {exc}")
 
 
@@ -58,7 +59,7 @@ def _fake_rootfs(root: Path) -> Path:
 
 
 def test_pins_agree() -> None:
-    gomod = (simbin.repo_root() / "gobuild/coredns/go.mod").read_text()
+    gomod = (repo_root() / "gobuild/coredns/go.mod").read_text()
     assert re.search(rf"^\s*github\.com/coredns/coredns {re.escape(kindbin.COREDNS_VERSION)}\b", gomod, re.M)
     coredns = next(b for b in kindbin.BINARIES if b.name == "coredns")
     assert coredns.version_text == f"CoreDNS-{kindbin.COREDNS_VERSION.lstrip('v')}\n"

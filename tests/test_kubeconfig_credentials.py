@@ -124,7 +124,7 @@ def test_hanging_exec_plugin_ends_the_run_in_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_no_key_left_in_tmpdir_when_a_run_is_killed(sig: signal.Signals, tmp_path: Path) -> None:
     """A real run against the simulated cluster (cert kubeconfig), killed while the probe waits."""
-    from gpu_conformance.sim.reconcile import Kube
+    from gpu_conformance.sim.kube_client import Kube
     from gpu_conformance.sim.session import start_sim
 
     tmpdir = tmp_path / "private-tmpdir"

@@ -14,8 +14,8 @@ from gpu_conformance.cluster.podstate import pod_status_text
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim import operand_loop as ol
 from gpu_conformance.sim import pod_states
+from gpu_conformance.sim.kwok_nodes import node_object
 from gpu_conformance.sim.profiles import get_profile
-from gpu_conformance.sim.reconcile import node_object
 
 Obj = dict[str, Any]
 NODE = "gpu-node-0"

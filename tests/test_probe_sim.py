@@ -29,7 +29,7 @@ from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.probe import LOG_LIMIT_BYTES, RUN_LABEL
 from gpu_conformance.settings import Settings
-from gpu_conformance.sim.reconcile import Kube
+from gpu_conformance.sim.kube_client import Kube
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import Settings
 from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
-from gpu_conformance.sim.realnode.cluster import RealCluster, sim_with_real_nodes
+from gpu_conformance.sim.realnode.cluster import RealCluster
 from gpu_conformance.sim.realnode.node import (
     BUSYBOX_IMAGE,
     KUBELET_SYSCTLS,
@@ -34,6 +34,7 @@ from gpu_conformance.sim.realnode.node import (
     RealNode,
     client_certificate,
 )
+from gpu_conformance.sim.session import sim_with_real_nodes
 
 pytestmark = [pytest.mark.realnode, pytest.mark.sim]
 

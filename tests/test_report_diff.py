@@ -23,7 +23,7 @@ from report_data import (
 from gpu_conformance.model import Layer, Status
 from gpu_conformance.report.diff import diff_runs, format_diff
 from gpu_conformance.report.json_report import result_dict, write_json
-from gpu_conformance.report.schema import load_json
+from gpu_conformance.report_format import load_json
 from gpu_conformance.run_result import RunResult
 
 CHAIN = "Validator chain driver → toolkit → cuda completed"

@@ -30,7 +30,7 @@ from gpu_conformance import catalogue
 from gpu_conformance.model import Layer, Status
 from gpu_conformance.report.html import HTML_NAME, render_html, write_html
 from gpu_conformance.report.json_report import write_json
-from gpu_conformance.report.schema import load_json
+from gpu_conformance.report_format import load_json
 
 LAYERS = ["operator", "nfd", "deploy-labels", "driver-toolkit", "device-plugin", "probe"]
 

@@ -18,7 +18,7 @@ from report_data import (
 
 from gpu_conformance.errors import UsageError
 from gpu_conformance.report.json_report import result_dict, write_json
-from gpu_conformance.report.schema import JSON_NAME, load_json
+from gpu_conformance.report_format import JSON_NAME, load_json
 
 
 def test_round_trip_and_schema(tmp_path: Path) -> None:

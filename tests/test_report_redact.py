@@ -23,8 +23,8 @@ from gpu_conformance.report.diff import diff_runs, format_diff
 from gpu_conformance.report.html import render_html, write_html
 from gpu_conformance.report.json_report import write_json
 from gpu_conformance.report.redact import REDACTED, is_credential_name, is_sensitive_key, redact, redact_text
-from gpu_conformance.report.schema import load_json
 from gpu_conformance.report.terminal import summary_lines
+from gpu_conformance.report_format import load_json
 
 
 @pytest.mark.parametrize(

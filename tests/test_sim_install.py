@@ -518,7 +518,7 @@ def default_install(bin_dir: Path) -> Iterator[tuple[Any, Any]]:
 
 
 def _kube(result: Any) -> Any:
-    from gpu_conformance.sim.reconcile import Kube
+    from gpu_conformance.sim.kube_client import Kube
 
     return Kube(result.client)
 

@@ -122,7 +122,7 @@ def _cp(kube: Any) -> Obj:
 def test_sim_writes_only_what_the_real_crd_accepts(booted: Any) -> None:
     from kubernetes.client.exceptions import ApiException
 
-    from gpu_conformance.sim.reconcile import Kube
+    from gpu_conformance.sim.kube_client import Kube
 
     kube = Kube(booted.cluster.api_client())
     bad = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "typo"},
@@ -138,7 +138,7 @@ def test_sim_writes_only_what_the_real_crd_accepts(booted: Any) -> None:
 @pytest.mark.sim
 def test_sim_status_follows_the_pods_through_the_loop(booted: Any) -> None:
     from gpu_conformance.sim import pod_states
-    from gpu_conformance.sim.reconcile import Kube
+    from gpu_conformance.sim.kube_client import Kube
 
     kube = Kube(booted.cluster.api_client())
     assert _cp(kube)["status"]["state"] == "ready"

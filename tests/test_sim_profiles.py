@@ -112,7 +112,7 @@ def test_probe_cleans_up_on_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpu_conformance.cluster.connect import connect
     from gpu_conformance.cluster.reader import read_snapshot
     from gpu_conformance.settings import Settings
-    from gpu_conformance.sim.reconcile import Kube
+    from gpu_conformance.sim.kube_client import Kube
     from gpu_conformance.sim.session import start_sim
 
     booted = start_sim(quiet=True)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpu_conformance.sim.controlplane import SimCluster
-from gpu_conformance.sim.reconcile import Kube, collection_path
+from gpu_conformance.sim.kube_client import Kube, collection_path
 from gpu_conformance.sim.watch_cache import WatchCache, WatchSet
 
 NS = "watch-cache-test"
@@ -131,8 +131,8 @@ def test_the_operand_loop_lists_once_then_runs_every_stage_from_its_copy(kube: K
     from gpu_conformance.sim import install as inst
     from gpu_conformance.sim import operand_loop as ol
     from gpu_conformance.sim import pod_states
+    from gpu_conformance.sim.kwok_nodes import node_object
     from gpu_conformance.sim.profiles import get_profile
-    from gpu_conformance.sim.reconcile import node_object
 
     counting = _CountingKube(kube.client)
     profile, ns, node = get_profile("v25.3"), "gpu-operator", "gpu-node-0"

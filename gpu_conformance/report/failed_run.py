@@ -17,7 +17,7 @@ from pathlib import Path
 from gpu_conformance.report.json_report import write_text_atomic
 from gpu_conformance.report.redact import redact_text
 from gpu_conformance.report.reporters import ERROR_VERDICT, FILENAMES, PREVIOUS_DIR, FailedRun, write_failed_reports
-from gpu_conformance.report.schema import JSON_NAME
+from gpu_conformance.report_format import JSON_NAME
 
 
 def write_failed_run(report_dir: Path | str, *, run_id: str, exit_code: int, message: str,

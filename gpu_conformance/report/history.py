@@ -32,11 +32,11 @@ from gpu_conformance.report.common import (
     root_cause_sentence,
 )
 from gpu_conformance.report.diff import RunDiff, diff_runs, format_diff
-from gpu_conformance.report.html import HTML_NAME, _environment
+from gpu_conformance.report.html import HTML_NAME, template_environment
 from gpu_conformance.report.json_report import write_text_atomic
 from gpu_conformance.report.redact import redact, redact_markup, redact_text
 from gpu_conformance.report.reporters import ERROR_VERDICT  # a run that ended before a verdict
-from gpu_conformance.report.schema import JSON_NAME, load_json
+from gpu_conformance.report_format import JSON_NAME, load_json
 
 HISTORY_NAME = "history.html"
 # Status of a cell on a night the node was not in the run, or the run had no verdict.
@@ -375,7 +375,7 @@ def build_history(nights: Sequence[Night]) -> History:
 def render_history(history: History) -> str:
     first, last = history.nights[0].night, history.nights[-1].night
     # The main report's environment (autoescape, strict undefined); `symbol` also knows absent/no-verdict cells.
-    page = _environment().get_template("history.html.j2").render(
+    page = template_environment().get_template("history.html.j2").render(
         symbol=lambda status: _SYMBOLS.get(status, "?"),
         h=history,
         title=f"GPU conformance history: {last.verdict} ({plural(len(history.nights), 'night')})",

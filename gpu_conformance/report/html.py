@@ -127,7 +127,7 @@ class CheckView:
 
 
 @lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
+def template_environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
         # Every value on the page comes from the cluster (pod logs, event text): never trust it as markup.
@@ -474,7 +474,7 @@ def build_context(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _render(clean: Mapping[str, Any]) -> str:
-    html = _environment().get_template("conformance.html.j2").render(**build_context(clean))
+    html = template_environment().get_template("conformance.html.j2").render(**build_context(clean))
     return redact_markup(html)
 
 

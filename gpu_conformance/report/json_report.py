@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_conformance.report.redact import redact
-from gpu_conformance.report.schema import JSON_NAME
+from gpu_conformance.report_format import JSON_NAME
 from gpu_conformance.run_result import RunResult
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpu_conformance.report import html as html_report
 from gpu_conformance.report import json_report
-from gpu_conformance.report.schema import SCHEMA_VERSION
+from gpu_conformance.report_format import SCHEMA_VERSION
 from gpu_conformance.run_result import RunResult
 
 ERROR_VERDICT = "ERROR"

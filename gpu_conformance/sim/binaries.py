@@ -11,34 +11,38 @@ The same step fetches the real GPU Operator's Go module and builds its binary (s
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_conformance.errors import ConformanceError, cli_main
+from gpu_conformance.errors import cli_main
+from gpu_conformance.go_build import (
+    MIN_GO,
+    GoBuildError,
+    build_lock,
+    cache_root,
+    go_executable,
+    repo_root,
+    run_build,
+)
 
 K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
 KWOK_VERSION = "v0.8.0"
-MIN_GO = (1, 26)
 
 BIN_DIR_ENV = "GPU_CONFORMANCE_BIN_DIR"
-CACHE_NAME = "gpu-operator-conformance"
 BIN_DIR_NAME = f"k8s-{K8S_VERSION}-etcd-{ETCD_VERSION}-kwok-{KWOK_VERSION}"
 
 _K8S_MAJOR, _K8S_MINOR = K8S_VERSION.lstrip("v").split(".")[:2]
 # Stamp k8s.io/component-base/version, otherwise the binaries report v0.0.0-master and clients'
 # version-skew logic (and `kubectl version`) would see a nonsense server version.
-_K8S_LDFLAGS = " ".join([
+K8S_LDFLAGS = " ".join([
     "-s -w",
     f"-X k8s.io/component-base/version.gitVersion={K8S_VERSION}",
     f"-X k8s.io/component-base/version.gitMajor={_K8S_MAJOR}",
@@ -50,12 +54,8 @@ _K8S_LDFLAGS = " ".join([
 GO_HINT = f"install Go >= {MIN_GO[0]}.{MIN_GO[1]} (https://go.dev/dl) or set {BIN_DIR_ENV}"
 
 
-class BinariesError(ConformanceError):
-    """The simulated cluster's binaries are missing and cannot be built."""
-
-
-class GoNotFoundError(BinariesError):
-    """No usable Go toolchain and no prebuilt binaries: callers such as tests may skip on this one."""
+# A failed build of any tier's binaries (the shared Go build's error, under the name callers here know).
+BinariesError = GoBuildError
 
 
 @dataclass(frozen=True)
@@ -69,13 +69,13 @@ class Binary:
 
 
 BINARIES: tuple[Binary, ...] = (
-    Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", "", _K8S_LDFLAGS,
+    Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", "", K8S_LDFLAGS,
            ("--version",), f"Kubernetes {K8S_VERSION}"),
-    Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", "", _K8S_LDFLAGS,
+    Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", "", K8S_LDFLAGS,
            ("--version",), f"Kubernetes {K8S_VERSION}"),
-    Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", "", _K8S_LDFLAGS,
+    Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", "", K8S_LDFLAGS,
            ("--version",), f"Kubernetes {K8S_VERSION}"),
-    Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl", "", _K8S_LDFLAGS,
+    Binary("kubectl", "k8s.io/kubernetes/cmd/kubectl", "", K8S_LDFLAGS,
            ("version", "--client"), f"Client Version: {K8S_VERSION}"),
     Binary("etcd", "go.etcd.io/etcd/server/v3", "", "-s -w",
            ("--version",), f"etcd Version: {ETCD_VERSION.lstrip('v')}"),
@@ -90,13 +90,7 @@ _COLD_MINUTES = {"kube-apiserver": 6, "etcd": 1, "kwok": 2, "coredns": 4}
 
 def cache_bin_dir() -> Path:
     """The versioned cache directory (honours XDG_CACHE_HOME)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / CACHE_NAME / "bin" / BIN_DIR_NAME
-
-
-def repo_root() -> Path:
-    # The package lives at <repo>/gpu_conformance/sim/binaries.py.
-    return Path(__file__).resolve().parents[2]
+    return cache_root() / "bin" / BIN_DIR_NAME
 
 
 def gobuild_dir() -> Path:
@@ -140,54 +134,8 @@ def binaries_available() -> bool:
 
 
 def _go_executable() -> str:
-    go = shutil.which("go")
-    if go is None:
-        raise GoNotFoundError(f"the simulated cluster's binaries are not built and `go` is not on PATH: "
-                              f"{GO_HINT} to a directory with {', '.join(BINARY_NAMES)}")
-    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False,
-                         env=_go_env())
-    match = re.match(r"go(\d+)\.(\d+)", out.stdout.strip())
-    if out.returncode != 0 or match is None or (int(match[1]), int(match[2])) < MIN_GO:
-        found = out.stdout.strip() or out.stderr.strip() or "unknown version"
-        raise GoNotFoundError(f"{go} is {found}, too old to build the simulated cluster: {GO_HINT} "
-                              f"to a directory with {', '.join(BINARY_NAMES)}")
-    return go
-
-
-def _go_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["CGO_ENABLED"] = "0"
-    # Never let `go` fetch a newer toolchain behind our back: the version check above is the contract.
-    env["GOTOOLCHAIN"] = "local"
-    return env
-
-
-@contextlib.contextmanager
-def _build_lock(bin_dir: Path) -> Iterator[None]:
-    # Two test sessions starting at once must not both spend minutes building the same files.
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    with open(bin_dir / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _run_build(go: str, cwd: Path, ldflags: str, out: Path, packages: Sequence[str], log_path: Path) -> None:
-    cmd = [go, "build", "-trimpath", "-ldflags", ldflags, "-o", f"{out}/" if len(packages) > 1 else str(out),
-           *packages]
-    with open(log_path, "a") as log:
-        log.write(f"\n$ (cd {cwd} && {' '.join(cmd)})\n")
-        log.flush()
-        proc = subprocess.run(cmd, cwd=cwd, env=_go_env(), stdout=log, stderr=subprocess.STDOUT, check=False)
-    if proc.returncode != 0:
-        tail = ""
-        with contextlib.suppress(OSError):
-            lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
-            tail = f" (last line: {lines[-1].strip()[:200]})" if lines else ""
-        raise BinariesError(f"`go build` of {', '.join(p.rsplit('/', 1)[-1] for p in packages)} failed with "
-                            f"exit code {proc.returncode}; see {log_path}{tail}; {GO_HINT} to prebuilt binaries")
+    return go_executable(MIN_GO, "the simulated cluster's binaries are not built",
+                         f"{GO_HINT} to a directory with {', '.join(BINARY_NAMES)}")
 
 
 def _build(go: str, gobuild: Path, missing: list[Binary], bin_dir: Path) -> None:
@@ -212,9 +160,11 @@ def _build(go: str, gobuild: Path, missing: list[Binary], bin_dir: Path) -> None
         with tempfile.TemporaryDirectory(prefix=".build-", dir=bin_dir) as tmp:
             tmp_dir = Path(tmp)
             if len(group) == 1:
-                _run_build(go, gobuild / subdir, ldflags, tmp_dir / group[0].name, [group[0].package], log_path)
+                run_build(go, gobuild / subdir, ldflags, tmp_dir / group[0].name, [group[0].package], log_path,
+                          f"{GO_HINT} to prebuilt binaries")
             else:
-                _run_build(go, gobuild / subdir, ldflags, tmp_dir, [b.package for b in group], log_path)
+                run_build(go, gobuild / subdir, ldflags, tmp_dir, [b.package for b in group], log_path,
+                          f"{GO_HINT} to prebuilt binaries")
             for binary in group:
                 built = tmp_dir / binary.name
                 if not _answers_version(built, binary):
@@ -245,7 +195,7 @@ def build_missing(bin_dir: Path, binaries: Sequence[Binary],
     if check_go is not None:
         check_go(go)
     gobuild = gobuild_dir()
-    with _build_lock(bin_dir):
+    with build_lock(bin_dir):
         # Re-check under the lock: another process may have finished the build while we waited.
         missing = missing_binaries(bin_dir, binaries)
         if missing:

@@ -101,7 +101,7 @@ class _NotYet(Exception):
 
 
 @dataclass
-class _Proc:
+class Proc:
     name: str
     pid: int
     start_time: int           # /proc/<pid>/stat field 22: guards against killing a recycled pid
@@ -112,7 +112,7 @@ class _Proc:
 _NOT_INHERITED = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG"}
 
 
-def spawn_logged(name: str, cmd: list[str], log_path: Path, cwd: Path, env: dict[str, str]) -> _Proc:
+def spawn_logged(name: str, cmd: list[str], log_path: Path, cwd: Path, env: dict[str, str]) -> Proc:
     """Start one component in a session of its own (stopped by its process group), its output appended to
     log_path after a line naming the command; the environment is ours without _NOT_INHERITED, plus `env`."""
     run_env = {k: v for k, v in os.environ.items() if k.upper() not in _NOT_INHERITED}
@@ -122,7 +122,7 @@ def spawn_logged(name: str, cmd: list[str], log_path: Path, cwd: Path, env: dict
         log.flush()
         popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                  cwd=cwd, env=run_env, start_new_session=True, close_fds=True)
-    return _Proc(name, popen.pid, _proc_start_time(popen.pid) or 0, popen)
+    return Proc(name, popen.pid, proc_start_time(popen.pid) or 0, popen)
 
 
 # Started, non-detached clusters: stopped at interpreter exit and on SIGTERM.
@@ -157,7 +157,7 @@ class SimCluster:
         self._log_containers: list[str] = []
         for name in log_containers:
             self._add_log_container(name)
-        self._procs: dict[str, _Proc] = {}
+        self._procs: dict[str, Proc] = {}
         self._pki: Pki | None = None
         self._etcd_dir: Path | None = None
         self._started = False
@@ -511,7 +511,7 @@ class SimCluster:
             last = exc.last_attempt.exception()
             log = self.state_dir / f"{component}.log"
             raise SimClusterError(f"simulated cluster not ready: {component} {what} still failing when the "
-                                  f"start timeout ran out ({last}); last log line: {_last_line(log)} (log: {log})"
+                                  f"start timeout ran out ({last}); last log line: {last_line(log)} (log: {log})"
                                   ) from None
 
     def _check_alive(self) -> None:
@@ -520,7 +520,7 @@ class SimCluster:
             if code is not None:
                 log = self.state_dir / f"{proc.name}.log"
                 raise SimClusterError(f"simulated cluster: {proc.name} exited with code {code} during start: "
-                                      f"{_last_line(log)} (log: {log})")
+                                      f"{last_line(log)} (log: {log})")
 
 
 # -------------------------------------------------------------------- teardown of a detached cluster
@@ -577,7 +577,7 @@ def stop_state_dir(state_dir: Path) -> None:
     if pids_path.is_file():
         with contextlib.suppress(OSError, ValueError):
             data = json.loads(pids_path.read_text())
-    procs = [_Proc(name, int(p["pid"]), int(p.get("start_time", 0)))
+    procs = [Proc(name, int(p["pid"]), int(p.get("start_time", 0)))
              for name, p in (data.get("processes") or {}).items()]
     _kill_all(procs)
     etcd_dir = data.get("etcd_data_dir")
@@ -682,7 +682,7 @@ def _proc_stat(pid: int) -> list[str] | None:
     return raw[raw.rindex(")") + 2:].split()
 
 
-def _proc_start_time(pid: int) -> int | None:
+def proc_start_time(pid: int) -> int | None:
     stat = _proc_stat(pid)
     return int(stat[19]) if stat else None
 
@@ -697,11 +697,11 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _ours(proc: _Proc) -> bool:
+def _ours(proc: Proc) -> bool:
     # The group leader still being the process we started (same start time) proves the pgid is ours.
     if proc.popen is not None and proc.popen.poll() is None:
         return True
-    start = _proc_start_time(proc.pid)
+    start = proc_start_time(proc.pid)
     return start is not None and (proc.start_time == 0 or start == proc.start_time)
 
 
@@ -710,7 +710,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _kill_all(procs: list[_Proc]) -> None:
+def _kill_all(procs: list[Proc]) -> None:
     """Stop each group in reverse start order: SIGTERM, up to _STOP_GRACE s, then SIGKILL; reap children.
 
     One at a time, dependents first (kwok, scheduler, kcm, apiserver, etcd): the apiserver exits in
@@ -730,7 +730,7 @@ def _kill_all(procs: list[_Proc]) -> None:
                 proc.popen.wait(timeout=_STOP_GRACE)
 
 
-def _wait_group_gone(proc: _Proc, timeout: float) -> bool:
+def _wait_group_gone(proc: Proc, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while True:
         if not _group_alive(proc.pid):
@@ -756,7 +756,7 @@ def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     os.replace(tmp, path)
 
 
-def _last_line(log: Path) -> str:
+def last_line(log: Path) -> str:
     try:
         lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:

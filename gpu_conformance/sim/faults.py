@@ -26,7 +26,8 @@ from gpu_conformance.sim.install import (
     NFD_PCI_LABEL,
     cuda_validator_pod,
 )
-from gpu_conformance.sim.reconcile import Kube, SimInstall, daemonset_rolled_out
+from gpu_conformance.sim.kube_client import Kube
+from gpu_conformance.sim.reconcile import SimInstall, daemonset_rolled_out
 from gpu_conformance.verdict import CONFORMANT, INCOMPLETE, NOT_CONFORMANT
 
 Obj = dict[str, Any]

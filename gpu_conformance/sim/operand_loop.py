@@ -154,7 +154,7 @@ def join_gpu_node(sim: Any, name: str, operator: str = "sim", host: Sequence[str
     Its labels are NFD's; with the hand-written operator also the operator's (gpu.present, deploy labels),
     which the real operator writes itself when it sees the node.
     """
-    from gpu_conformance.sim.reconcile import node_object
+    from gpu_conformance.sim.kwok_nodes import node_object
 
     for fault in host:
         set_host_fault(sim.api, name, fault)
@@ -281,7 +281,7 @@ class OperandSim:
 
     # ---- what the round reads --------------------------------------------------------------------
     def _start_watching(self) -> None:
-        from gpu_conformance.sim.reconcile import collection_path
+        from gpu_conformance.sim.kube_client import collection_path
 
         self._watches = WatchSet(self.kube)
         self._node_cache = self._watches.watch("nodes", collection_path("Node"),
@@ -468,7 +468,7 @@ class OperandSim:
         return WAIT
 
     def _create_cuda_validator(self, node: str, old: list[Obj]) -> None:
-        from gpu_conformance.sim.reconcile import cuda_validator_name
+        from gpu_conformance.sim.kwok_nodes import cuda_validator_name
 
         for p in old:  # the validator deletes its previous workload pod before creating a new one
             with contextlib.suppress(ApiException):
@@ -567,7 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from kubernetes import config
 
-    from gpu_conformance.sim.reconcile import Kube
+    from gpu_conformance.sim.kube_client import Kube
 
     sim = OperandSim(Kube(config.new_client_from_config(config_file=a.kubeconfig)), get_profile(a.profile),
                      a.namespace, watch=True)

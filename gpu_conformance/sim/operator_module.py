@@ -22,7 +22,17 @@ from functools import cache
 from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError, cli_main
-from gpu_conformance.sim import binaries
+from gpu_conformance.go_build import (
+    MIN_GO,
+    GoBuildError,
+    GoNotFoundError,
+    build_lock,
+    cache_root,
+    go_env,
+    go_executable,
+    repo_root,
+    run_build,
+)
 
 MODULE = "github.com/NVIDIA/gpu-operator"
 # The v25.3.4 release commit d73a0086a6ba, the only version the proxy serves (newer ones: 403).
@@ -38,6 +48,7 @@ VERSION_TEXT = f"version: {OPERATOR_VERSION}"
 CRD_DIR = "deployments/gpu-operator/crds"
 CHART_DIR = "deployments/gpu-operator"
 COLD_MINUTES = 4
+GO_HINT = f"install Go >= {MIN_GO[0]}.{MIN_GO[1]} (https://go.dev/dl) or set {BINARY_ENV} to a prebuilt gpu-operator"
 
 
 class OperatorModuleError(ConformanceError):
@@ -45,7 +56,7 @@ class OperatorModuleError(ConformanceError):
 
 
 def wrapper_dir() -> Path:
-    path = binaries.repo_root() / "gobuild" / "gpu-operator"
+    path = repo_root() / "gobuild" / "gpu-operator"
     if not (path / "go.mod").is_file():
         raise OperatorModuleError(f"{path}/go.mod not found: the real operator's CRDs and binary come from a "
                                   "source checkout of this repository")
@@ -71,9 +82,9 @@ def _complete(path: Path) -> bool:
 def _go(what_needs_it: str) -> str:
     """The Go toolchain, or one line saying what cannot be done without it."""
     try:
-        return binaries._go_executable()
-    except binaries.GoNotFoundError as exc:
-        raise OperatorModuleError(f"{what_needs_it}: {exc}") from None
+        return go_executable(MIN_GO, what_needs_it, GO_HINT)
+    except GoNotFoundError as exc:
+        raise OperatorModuleError(str(exc)) from None
 
 
 def cached_module_dir() -> Path | None:
@@ -91,7 +102,7 @@ def module_dir() -> Path:
     guess = _gomodcache() / f"{_escape(MODULE)}@{MODULE_VERSION}"
     go = _go(f"{MODULE}@{MODULE_VERSION} is not in the Go module cache ({guess}) and it cannot be downloaded")
     out = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{MODULE_VERSION}"], cwd=wrapper_dir(),
-                         capture_output=True, text=True, env=binaries._go_env(), check=False)
+                         capture_output=True, text=True, env=go_env(), check=False)
     try:
         info = json.loads(out.stdout or "{}")
     except ValueError:
@@ -123,7 +134,7 @@ def manifests_dir() -> Path:
 
 # ---- the binary --------------------------------------------------------------------------
 def bin_dir() -> Path:
-    return binaries.cache_bin_dir().parent / BIN_DIR_NAME
+    return cache_root() / "bin" / BIN_DIR_NAME
 
 
 def answers_version(path: Path) -> bool:
@@ -162,7 +173,7 @@ def ensure_binary() -> Path:
     wrapper = wrapper_dir()
     module_dir()
     out_dir = bin_dir()
-    with binaries._build_lock(out_dir):
+    with build_lock(out_dir):
         if answers_version(target):
             return target
         log_path = out_dir / "build.log"
@@ -173,9 +184,9 @@ def ensure_binary() -> Path:
         with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmp:
             built = Path(tmp) / BINARY
             try:
-                binaries._run_build(go, wrapper, LDFLAGS, built, [PACKAGE], log_path)
-            except binaries.BinariesError as exc:
-                raise OperatorModuleError(str(exc).split("; install Go")[0]) from None
+                run_build(go, wrapper, LDFLAGS, built, [PACKAGE], log_path, f"or set {BINARY_ENV}")
+            except GoBuildError as exc:
+                raise OperatorModuleError(str(exc)) from None
             if not answers_version(built):
                 raise OperatorModuleError(f"built gpu-operator does not log {VERSION_TEXT!r}; see {log_path}")
             os.replace(built, target)

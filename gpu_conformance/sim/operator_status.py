@@ -275,7 +275,7 @@ def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: flo
     from kubernetes import config
 
     from gpu_conformance.cluster.connect import API_ERRORS
-    from gpu_conformance.sim.reconcile import Kube, collection_path
+    from gpu_conformance.sim.kube_client import Kube, collection_path
     from gpu_conformance.sim.watch_cache import WatchSet
 
     kube = Kube(config.new_client_from_config(config_file=kubeconfig))

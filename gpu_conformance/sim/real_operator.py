@@ -30,7 +30,7 @@ from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim import operator_module
 from gpu_conformance.sim.chart import clusterpolicy_from_module
-from gpu_conformance.sim.controlplane import _last_line
+from gpu_conformance.sim.controlplane import last_line
 from gpu_conformance.sim.profiles import Profile, get_profile
 
 Obj = dict[str, Any]
@@ -118,7 +118,7 @@ def launch(cluster: Any, profile: Profile, namespace: str = NAMESPACE, timeout: 
         proc = cluster._procs.get(PROCESS)
         if proc is not None and proc.popen is not None and proc.popen.poll() is not None:
             raise RealOperatorError(f"the real operator exited with code {proc.popen.returncode} at start: "
-                                    f"{_last_line(log)} (log: {log})")
+                                    f"{last_line(log)} (log: {log})")
         try:
             with opener.open(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
                 if resp.status == 200:
@@ -126,7 +126,7 @@ def launch(cluster: Any, profile: Profile, namespace: str = NAMESPACE, timeout: 
         except (urllib.error.URLError, OSError):
             pass
         if time.monotonic() > deadline:
-            raise RealOperatorError(f"the real operator was not ready within {timeout:.0f} s: {_last_line(log)} "
+            raise RealOperatorError(f"the real operator was not ready within {timeout:.0f} s: {last_line(log)} "
                                     f"(log: {log})")
         time.sleep(0.2)
 
@@ -147,11 +147,11 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
     from gpu_conformance.sim.reconcile import (
         Kube,
         SimInstall,
-        _create_all,
-        _create_clusterpolicy,
-        _wait_established,
         container_logs,
+        create_all,
+        create_clusterpolicy,
         node_object,
+        wait_established,
     )
 
     p = get_profile(profile)
@@ -173,7 +173,7 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
     except ApiException as e:
         if e.status != 409:
             raise
-    _create_all(kube, preview.crds, ignore_existing=True)
+    create_all(kube, preview.crds, ignore_existing=True)
     version = kube.request("GET", "/version").get("gitVersion", "v1.36.0")
     nodes = []
     for plan in preview.nodes:
@@ -181,15 +181,15 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
         bare = inst.NodePlan(name=plan.name, gpu=plan.gpu, hardware=plan.hardware,
                              labels=inst.nfd_labels(p, plan.gpu), annotations={})
         nodes.append(node_object(bare, p, version))
-    _create_all(kube, nodes)
-    _create_all(kube, [o for o in preview.helm_objects if o["kind"] in ("ServiceAccount", "ConfigMap")])
-    _create_all(kube, [o for o in preview.helm_objects if o["kind"] not in ("ServiceAccount", "ConfigMap")])
-    _wait_established(kube, preview.crds, deadline)
+    create_all(kube, nodes)
+    create_all(kube, [o for o in preview.helm_objects if o["kind"] in ("ServiceAccount", "ConfigMap")])
+    create_all(kube, [o for o in preview.helm_objects if o["kind"] not in ("ServiceAccount", "ConfigMap")])
+    wait_established(kube, preview.crds, deadline)
     timings["objects"] = round(time.monotonic() - start, 2)
     launch(cluster, p, namespace)
     timings["operator-ready"] = round(time.monotonic() - start, 2)
     start_operand_loop(cluster, p, namespace)
-    cp = _create_clusterpolicy(kube, clusterpolicy_from_module(p.operator_version), deadline)
+    cp = create_clusterpolicy(kube, clusterpolicy_from_module(p.operator_version), deadline)
     timings["clusterpolicy"] = round(time.monotonic() - start, 2)
     _wait_converged(kube, namespace, gpu_names, deadline)
     timings["ready"] = round(time.monotonic() - start, 2)

@@ -18,7 +18,6 @@ text), written through `log_writer` before any pod exists.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -30,10 +29,10 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance import operands as op
-from gpu_conformance.cluster.connect import raw_request
-from gpu_conformance.cluster.retry_after import while_busy
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import install as inst
+from gpu_conformance.sim.kube_client import Kube
+from gpu_conformance.sim.kwok_nodes import cuda_validator_name, node_object
 from gpu_conformance.sim.nvidia_smi import node_nvidia_smi_L, nvidia_smi_header, probe_output
 from gpu_conformance.sim.operator_status import StatusWriter, settle
 from gpu_conformance.sim.profiles import Profile, get_profile
@@ -41,7 +40,6 @@ from gpu_conformance.sim.profiles import Profile, get_profile
 Obj = dict[str, Any]
 LogWriter = Callable[[str, str], None]
 
-KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 PROBE_CONTAINER = "gpu-probe"
 
 # Every container name install() writes logs for (the control plane needs them before it starts).
@@ -51,14 +49,7 @@ LOG_CONTAINERS: tuple[str, ...] = (
     "nvidia-device-plugin", PROBE_CONTAINER,
 )
 
-# Base capacity of the simulated machines (what kubelet reports before any device plugin).
-GPU_NODE_CAPACITY = {"cpu": "128", "memory": "2113511180Ki", "ephemeral-storage": "1843561464Ki",
-                     "hugepages-1Gi": "0", "hugepages-2Mi": "0", "pods": "110"}
-CPU_NODE_CAPACITY = {"cpu": "16", "memory": "65842284Ki", "ephemeral-storage": "203056560Ki",
-                     "hugepages-1Gi": "0", "hugepages-2Mi": "0", "pods": "110"}
-
 _POLL = 0.2
-_REQUEST_TIMEOUT = 20
 
 
 class SimInstallError(ConformanceError):
@@ -90,71 +81,6 @@ class SimInstall:
     @property
     def nodes(self) -> list[str]:
         return [*self.gpu_nodes, *self.cpu_nodes]
-
-
-# ---- a thin raw-JSON client --------------------------------------------------------------
-_CORE = {"Namespace": "namespaces", "Node": "nodes", "Pod": "pods", "Service": "services",
-         "ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Event": "events"}
-_GROUPED = {"Deployment": ("apps/v1", "deployments"), "DaemonSet": ("apps/v1", "daemonsets"),
-            "ControllerRevision": ("apps/v1", "controllerrevisions"),
-            "RuntimeClass": ("node.k8s.io/v1", "runtimeclasses"),
-            "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions"),
-            "ClusterPolicy": ("nvidia.com/v1", "clusterpolicies"),
-            "NVIDIADriver": ("nvidia.com/v1alpha1", "nvidiadrivers")}
-# Everything the sim writes must fit the real schemas (the operator's CRDs included): unknown or duplicate
-# fields are an error, not silently pruned.
-_STRICT = [("fieldValidation", "Strict")]
-_CLUSTER_SCOPED = {"Namespace", "Node", "RuntimeClass", "CustomResourceDefinition", "ClusterPolicy",
-                   "NVIDIADriver"}
-
-
-def collection_path(kind: str, namespace: str | None = None) -> str:
-    """REST collection path of a kind (namespaced kinds in `namespace`)."""
-    if kind in _CORE:
-        base, plural = "/api/v1", _CORE[kind]
-    else:
-        group_version, plural = _GROUPED[kind]
-        base = f"/apis/{group_version}"
-    if kind in _CLUSTER_SCOPED or not namespace:
-        return f"{base}/{plural}"
-    return f"{base}/namespaces/{namespace}/{plural}"
-
-
-class Kube:
-    """Dict-in, dict-out requests through the caller's ApiClient (no model classes, no validation)."""
-
-    def __init__(self, client: ApiClient) -> None:
-        self.client = client
-        self.requests = 0
-
-    def request(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
-                content_type: str = "application/json") -> Obj:
-        self.requests += 1
-        data = while_busy(lambda: raw_request(self.client, method, path, query, body, timeout=_REQUEST_TIMEOUT,
-                                              content_type=content_type))
-        return json.loads(data) if data else {}
-
-    def create(self, obj: Obj) -> Obj:
-        ns = obj.get("metadata", {}).get("namespace")
-        return self.request("POST", collection_path(obj["kind"], ns), obj, query=_STRICT)
-
-    def path(self, kind: str, name: str, namespace: str | None = None) -> str:
-        return f"{collection_path(kind, namespace)}/{name}"
-
-    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
-        return self.request("GET", self.path(kind, name, namespace))
-
-    def list(self, kind: str, namespace: str | None = None, label_selector: str = "") -> list[Obj]:
-        query = [("labelSelector", label_selector)] if label_selector else []
-        return self.request("GET", collection_path(kind, namespace), query=query).get("items") or []
-
-    def patch(self, kind: str, name: str, patch: Obj, namespace: str | None = None, status: bool = False) -> Obj:
-        """A JSON merge patch (works for built-in and custom kinds alike)."""
-        path = self.path(kind, name, namespace) + ("/status" if status else "")
-        return self.request("PATCH", path, patch, query=_STRICT, content_type="application/merge-patch+json")
-
-    def delete(self, kind: str, name: str, namespace: str | None = None) -> Obj:
-        return self.request("DELETE", self.path(kind, name, namespace))
 
 
 # ---- logs --------------------------------------------------------------------------------
@@ -266,43 +192,8 @@ def device_plugin_log(profile: Profile, manifests: inst.InstallManifests, now: f
     return "\n".join(lines)
 
 
-def cuda_validator_name(node: str) -> str:
-    return f"{op.CUDA_VALIDATOR_APP}-{_suffix(node)}"
-
-
-def _suffix(seed: str) -> str:
-    """A 5-character pod-name suffix like generateName's (deterministic from the seed)."""
-    alphabet = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's generateName alphabet
-    h = int(hashlib.sha256(seed.encode()).hexdigest(), 16)
-    out = ""
-    for _ in range(5):
-        h, i = divmod(h, len(alphabet))
-        out += alphabet[i]
-    return out
-
-
 # ---- install -----------------------------------------------------------------------------
-def node_object(plan: inst.NodePlan, profile: Profile, kubelet_version: str) -> Obj:
-    """A kwok node as kubelet would register it: labels, capacity without GPUs, nodeInfo."""
-    capacity = dict(GPU_NODE_CAPACITY if plan.gpu else CPU_NODE_CAPACITY)
-    labels = {"kubernetes.io/hostname": plan.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-              "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64", **plan.labels}
-    return {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": plan.name, "labels": labels, "annotations": {**KWOK_ANNOTATION, **plan.annotations}},
-        "spec": {},
-        # No addresses: kwok fills loopback ones. No nvidia.com/* resources until the plugin registers.
-        "status": {
-            "capacity": capacity, "allocatable": dict(capacity),
-            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "osImage": profile.os_image,
-                         "kernelVersion": profile.kernel_version,
-                         "containerRuntimeVersion": profile.container_runtime,
-                         "kubeletVersion": kubelet_version, "kubeProxyVersion": kubelet_version},
-        },
-    }
-
-
-def _create_all(kube: Kube, objs: list[Obj], workers: int = 8, ignore_existing: bool = False) -> None:
+def create_all(kube: Kube, objs: list[Obj], workers: int = 8, ignore_existing: bool = False) -> None:
     """Create objects concurrently (order inside one call does not matter)."""
     if not objs:
         return
@@ -325,7 +216,7 @@ def _wait(what: Callable[[], bool], deadline: float, message: Callable[[], str])
         time.sleep(_POLL)
 
 
-def _wait_established(kube: Kube, crds: list[Obj], deadline: float) -> None:
+def wait_established(kube: Kube, crds: list[Obj], deadline: float) -> None:
     def established() -> bool:
         for crd in crds:
             got = kube.get("CustomResourceDefinition", crd["metadata"]["name"])
@@ -337,7 +228,7 @@ def _wait_established(kube: Kube, crds: list[Obj], deadline: float) -> None:
     _wait(established, deadline, lambda: "ClusterPolicy/NVIDIADriver CRDs were not Established in time")
 
 
-def _create_clusterpolicy(kube: Kube, obj: Obj, deadline: float) -> Obj:
+def create_clusterpolicy(kube: Kube, obj: Obj, deadline: float) -> Obj:
     # Right after Established the new resource can still 404 for a moment (discovery catching up).
     while True:
         try:
@@ -404,16 +295,16 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
     except ApiException as e:
         if e.status != 409:
             raise
-    _create_all(kube, preview.crds, ignore_existing=True)
+    create_all(kube, preview.crds, ignore_existing=True)
     # While the CRDs get established: nodes and what Helm creates (none of it needs the ClusterPolicy).
     kubelet_version = kube.request("GET", "/version").get("gitVersion", "v1.36.0")
-    _create_all(kube, [node_object(n, p, kubelet_version) for n in preview.nodes])
+    create_all(kube, [node_object(n, p, kubelet_version) for n in preview.nodes])
     mark("nodes")
-    _create_all(kube, [o for o in preview.helm_objects if o["kind"] in ("ServiceAccount", "ConfigMap")])
-    _create_all(kube, [o for o in preview.helm_objects if o["kind"] not in ("ServiceAccount", "ConfigMap")])
+    create_all(kube, [o for o in preview.helm_objects if o["kind"] in ("ServiceAccount", "ConfigMap")])
+    create_all(kube, [o for o in preview.helm_objects if o["kind"] not in ("ServiceAccount", "ConfigMap")])
     mark("helm")
-    _wait_established(kube, preview.crds, deadline)
-    cp = _create_clusterpolicy(kube, preview.clusterpolicy, deadline)
+    wait_established(kube, preview.crds, deadline)
+    cp = create_clusterpolicy(kube, preview.clusterpolicy, deadline)
     uid = cp["metadata"]["uid"]
     # The operator's first reconcile runs before its DaemonSets exist, and a DaemonSet not found counts as
     # ready: the real operator writes ready/Reconciled here (a race a suite run right after install sees).
@@ -423,8 +314,8 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
 
     manifests = inst.build(p, namespace, gpu_names, cpu_names, clusterpolicy_uid=uid)
     # RuntimeClasses and ServiceAccounts before any pod that names them (admission rejects the pod).
-    _create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps])
-    _create_all(kube, [*manifests.daemonsets, *manifests.services])
+    create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps])
+    create_all(kube, [*manifests.daemonsets, *manifests.services])
     mark("operands")
 
     sim = SimInstall(client=client, profile=p, namespace=namespace, gpu_nodes=gpu_names, cpu_nodes=cpu_names,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +45,10 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
     from gpu_conformance.sim import faults as fault_catalogue
     from gpu_conformance.sim.binaries import ensure_binaries
     from gpu_conformance.sim.controlplane import SimCluster
+    from gpu_conformance.sim.kube_client import Kube
     from gpu_conformance.sim.operator_status import settle, start_status_loop
     from gpu_conformance.sim.profiles import PROFILES
-    from gpu_conformance.sim.reconcile import LOG_CONTAINERS, Kube, install
+    from gpu_conformance.sim.reconcile import LOG_CONTAINERS, install
 
     if operator not in OPERATORS:
         raise UsageError(f"unknown operator {operator!r} (known: {', '.join(OPERATORS)})")
@@ -132,3 +135,20 @@ def boot_sim(settings: Settings) -> BootedSim:
                      cpu_nodes=int(extra.get("sim_cpu_nodes", 1)), faults=list(extra.get("sim_faults") or []),
                      operator=str(extra.get("sim_operator") or "sim"),
                      real_nodes=int(extra.get("sim_real_nodes") or 0))
+
+
+@contextlib.contextmanager
+def sim_with_real_nodes(real_nodes: int = 1, gpu_nodes: int = 1, cpu_nodes: int = 0,
+                        profile: str = "default") -> Iterator[Any]:
+    """A simulated cluster (kwok GPU nodes + the simulated operator) plus real nodes; stopped on exit."""
+    from gpu_conformance.sim.realnode.cluster import RealCluster
+
+    t0 = time.monotonic()
+    sim = start_sim(profile=profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes, quiet=True, real_nodes=real_nodes)
+    rc = RealCluster(sim=sim, nodes=list(sim.real_nodes),
+                     seconds={"sim up": round(sim.boot_seconds + sim.install_seconds, 2),
+                              "total with real nodes": round(time.monotonic() - t0, 2)})
+    try:
+        yield rc
+    finally:
+        sim.stop()

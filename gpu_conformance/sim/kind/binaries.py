@@ -26,9 +26,9 @@ COREDNS_VERSION = "v1.14.2"
 BIN_DIR_NAME = f"kind-{KIND_VERSION}-k8s-{simbin.K8S_VERSION}"
 
 BINARIES: tuple[simbin.Binary, ...] = (
-    simbin.Binary("kubeadm", "k8s.io/kubernetes/cmd/kubeadm", "", simbin._K8S_LDFLAGS,
+    simbin.Binary("kubeadm", "k8s.io/kubernetes/cmd/kubeadm", "", simbin.K8S_LDFLAGS,
                   ("version", "-o", "short"), simbin.K8S_VERSION),
-    simbin.Binary("kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy", "", simbin._K8S_LDFLAGS,
+    simbin.Binary("kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy", "", simbin.K8S_LDFLAGS,
                   ("--version",), f"Kubernetes {simbin.K8S_VERSION}"),
     # CoreDNS's version is a constant in its module (coremain.CoreVersion): `-version` prints "CoreDNS-1.14.2"
     # on a line of its own, matched whole so a v1.14.20 would not pass for v1.14.2.

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim.controlplane import _proc_start_time
+from gpu_conformance.sim.controlplane import proc_start_time
 
 # Capability names by number (linux/capability.h), to read this machine's bounding set.
 _CAPS = (
@@ -91,9 +91,9 @@ def unavailable_reason() -> str | None:
 
 
 def tier_root() -> Path:
-    from gpu_conformance.sim import binaries as simbin
+    from gpu_conformance.go_build import cache_root
 
-    return simbin.cache_bin_dir().parent.parent / "kind-docker"
+    return cache_root() / "kind-docker"
 
 
 @contextlib.contextmanager
@@ -150,7 +150,7 @@ class Dockerd:
                                       start_new_session=True)
         log.close()
         self.pid = self.popen.pid
-        self.start_time = _proc_start_time(self.pid) or 0
+        self.start_time = proc_start_time(self.pid) or 0
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
@@ -176,7 +176,7 @@ class Dockerd:
             pid = int(pidfile.read_text().strip())
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             if cmdline and cmdline[0].endswith(b"dockerd") and str(self.root).encode() in b" ".join(cmdline):
-                _terminate(pid, _proc_start_time(pid) or 0)
+                _terminate(pid, proc_start_time(pid) or 0)
 
     def stop(self) -> None:
         if self.pid:
@@ -193,7 +193,7 @@ def _terminate(pid: int, start_time: int, popen: subprocess.Popen[bytes] | None 
     def alive() -> bool:
         if popen is not None:
             return popen.poll() is None  # our child: reaped here, never a zombie counted as alive
-        st = _proc_start_time(pid)
+        st = proc_start_time(pid)
         return st is not None and (not start_time or st == start_time)
 
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):

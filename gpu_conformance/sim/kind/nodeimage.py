@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from gpu_conformance import go_build
 from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
 from gpu_conformance.sim import binaries as simbin
@@ -62,13 +63,13 @@ class NodeImageError(ConformanceError):
 
 
 def cache_root() -> Path:
-    return simbin.cache_bin_dir().parent.parent / "kind-node"
+    return go_build.cache_root() / "kind-node"
 
 
 def kind_module_dir() -> Path:
     """kind's module in the Go module cache (downloaded by the kind wrapper module's build)."""
     proc = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kind"], cwd=simbin.gobuild_dir() / "kind",
-                          capture_output=True, text=True, check=False, env=simbin._go_env())
+                          capture_output=True, text=True, check=False, env=go_build.go_env())
     path = Path(proc.stdout.strip())
     if proc.returncode != 0 or not (path / "images" / "base" / "files").is_dir():
         raise NodeImageError(f"kind's module (sigs.k8s.io/kind {kindbin.KIND_VERSION}) is not in the Go module "
@@ -76,7 +77,7 @@ def kind_module_dir() -> Path:
     return path
 
 
-def _digest(parts: Iterable[bytes | str]) -> str:
+def content_digest(parts: Iterable[bytes | str]) -> str:
     h = hashlib.sha256()
     for p in parts:
         h.update(p.encode() if isinstance(p, str) else p)
@@ -88,7 +89,7 @@ def _digest(parts: Iterable[bytes | str]) -> str:
 
 def ensure_rootfs(log: Path, packages: Sequence[str] = PACKAGES) -> Path:
     """A debootstrapped rootfs (built once per package list; a `.complete` marker guards half-made ones)."""
-    root = cache_root() / f"rootfs-{SUITE}-{_digest([MIRROR, *packages])}"
+    root = cache_root() / f"rootfs-{SUITE}-{content_digest([MIRROR, *packages])}"
     if (root / ".complete").is_file():
         return root
     if shutil.which("debootstrap") is None:
@@ -100,7 +101,7 @@ def ensure_rootfs(log: Path, packages: Sequence[str] = PACKAGES) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     started = time.monotonic()
     print(f"debootstrap {SUITE} (~3 min; log: {log})", file=sys.stderr, flush=True)
-    _run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(tmp), MIRROR], log)
+    run_logged(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(tmp), MIRROR], log)
     # Keep the rootfs small and free of the build host's identity.
     for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
         shutil.rmtree(tmp / junk, ignore_errors=True)
@@ -219,7 +220,7 @@ def image_key(image: oci.Image) -> str:
     parts: list[bytes | str] = [*image.names, *image.entrypoint, "\0", *image.cmd, "\0", *image.env]
     for e in image.entries:
         parts += [e.path, str(e.mode), e.link or "", e.source.read_bytes() if e.source else b""]
-    return _digest(parts)
+    return content_digest(parts)
 
 
 def cached_archives(images: list[oci.Image], cache: Path | None = None) -> list[Path]:
@@ -253,7 +254,7 @@ def _install(src: Path, dst: Path, mode: int = 0o755) -> None:
 def assemble(stage: Path, rootfs: Path, kind_files: Path, dirs: kindbin.BinDirs, image_tars: list[Path],
              log: Path) -> None:
     """The node's filesystem in `stage`: a copy of the rootfs with kind's base files and our parts on top."""
-    _run(["cp", "-a", "--reflink=auto", f"{rootfs}/.", str(stage)], log)
+    run_logged(["cp", "-a", "--reflink=auto", f"{rootfs}/.", str(stage)], log)
     (stage / ".complete").unlink(missing_ok=True)
     # kind's base-image files, with the modes its Dockerfile gives them.
     for src in kind_files.rglob("*"):
@@ -298,8 +299,8 @@ def assemble(stage: Path, rootfs: Path, kind_files: Path, dirs: kindbin.BinDirs,
     with open(stage / "etc/systemd/journald.conf", "a") as f:
         f.write("ReadKMsg=no\n")
     for unit in ("kubelet.service", "containerd.service", "undo-mount-hacks.service", "kind-import-images.service"):
-        _run(["systemctl", f"--root={stage}", "enable", unit], log)
-    _run(["systemctl", f"--root={stage}", "mask", "systemd-binfmt.service"], log)
+        run_logged(["systemctl", f"--root={stage}", "enable", unit], log)
+    run_logged(["systemctl", f"--root={stage}", "mask", "systemd-binfmt.service"], log)
     # No host identity in the image: kind writes hostname and resolv.conf at run time.
     for p in ("etc/machine-id", "var/lib/dbus/machine-id"):
         (stage / p).unlink(missing_ok=True)
@@ -313,7 +314,7 @@ def _inputs_key(dirs: kindbin.BinDirs, rootfs: Path, kind_files: Path) -> str:
         for p in sorted(d.rglob("*")):
             if p.is_file():
                 parts += [str(p.relative_to(d)), p.read_bytes()]
-    return _digest(parts)
+    return content_digest(parts)
 
 
 def ensure_node_image(docker: Dockerd, dirs: kindbin.BinDirs | None = None) -> str:
@@ -354,7 +355,7 @@ def ensure_node_image(docker: Dockerd, dirs: kindbin.BinDirs | None = None) -> s
     return tag
 
 
-def _run(cmd: list[str], log: Path) -> None:
+def run_logged(cmd: list[str], log: Path) -> None:
     with open(log, "a") as f:
         f.write(f"\n$ {' '.join(cmd)}\n")
         f.flush()

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpu_conformance.sim import binaries as simbin
+from gpu_conformance.go_build import repo_root
 from gpu_conformance.sim.kind import nodeimage
 from gpu_conformance.sim.kind.docker import Dockerd
 
@@ -64,7 +64,7 @@ def inputs_key(repo: Path, base: str) -> str:
     parts: list[bytes | str] = [base]
     for p in _context_files(repo):
         parts += [str(p.relative_to(repo)), p.read_bytes()]
-    return nodeimage._digest(parts)
+    return nodeimage.content_digest(parts)
 
 
 def build(docker: Dockerd, tag: str = IMAGE) -> str:
@@ -73,7 +73,7 @@ def build(docker: Dockerd, tag: str = IMAGE) -> str:
     log = nodeimage.cache_root() / "suite-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     base = ensure_base(docker, log)
-    repo = simbin.repo_root()
+    repo = repo_root()
     key = inputs_key(repo, base)
     have = docker.docker("image", "inspect", "-f", f'{{{{ index .Config.Labels "{INPUTS_LABEL}" }}}}', tag,
                          check=False)
@@ -87,7 +87,7 @@ def build(docker: Dockerd, tag: str = IMAGE) -> str:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)
         # Our wheel and every dependency's, from the host's pip (PyPI or its cache): the build has no network.
-        nodeimage._run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
+        nodeimage.run_logged([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
                         "-w", str(ctx / ".wheels"), str(ctx)], log)
         env = {**docker.env(), "DOCKER_BUILDKIT": "0"}
         with open(log, "a") as f:

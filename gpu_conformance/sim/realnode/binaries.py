@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError, cli_main
+from gpu_conformance.go_build import GoNotFoundError, go_env, repo_root
 from gpu_conformance.sim import binaries as simbin
 
 CONTAINERD_VERSION = "v2.4.2"
@@ -39,7 +40,7 @@ HOST_TOOLS = ("ip", "unshare", "nsenter", "mount", "openssl")
 
 # The fake-GPU stack's Go module (a source checkout only, like gobuild/); its path relative to gobuild/ is
 # what the build groups by.
-FAKEGPU_MODULE = simbin.repo_root() / "fixtures" / "fake-gpu"
+FAKEGPU_MODULE = repo_root() / "fixtures" / "fake-gpu"
 _FAKEGPU_SUBDIR = "../fixtures/fake-gpu"
 # Files of the module that go into the binaries (nvidia-smi is embedded in the plugin).
 _FAKEGPU_BUILD_FILES = (".go", ".mod", ".sum")
@@ -67,7 +68,7 @@ _CONTAINERD_PKG = "github.com/containerd/containerd/v2/cmd"
 _FAKEGPU_PKG = "gpu-operator-conformance.local/fixtures/fake-gpu/cmd"
 
 BINARIES: tuple[simbin.Binary, ...] = (
-    simbin.Binary("kubelet", "k8s.io/kubernetes/cmd/kubelet", "", simbin._K8S_LDFLAGS,
+    simbin.Binary("kubelet", "k8s.io/kubernetes/cmd/kubelet", "", simbin.K8S_LDFLAGS,
                   ("--version",), f"Kubernetes {simbin.K8S_VERSION}"),
     simbin.Binary("containerd", f"{_CONTAINERD_PKG}/containerd", "containerd", _CONTAINERD_LDFLAGS,
                   ("--version",), f"containerd/v2 {CONTAINERD_VERSION}"),
@@ -105,13 +106,13 @@ def _check_go(go: str) -> None:
     import subprocess
 
     out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False,
-                         env=simbin._go_env()).stdout.strip()
+                         env=go_env()).stdout.strip()
     match = re.match(r"go(\d+)\.(\d+)(?:\.(\d+))?", out)
     found = tuple(int(g or 0) for g in match.groups()) if match else (0, 0, 0)
     if found < MIN_GO_CONTAINERD:
         need = ".".join(map(str, MIN_GO_CONTAINERD))
-        raise simbin.GoNotFoundError(f"{go} is {out or 'unknown'}, too old to build containerd "
-                                     f"{CONTAINERD_VERSION} (needs go >= {need})")
+        raise GoNotFoundError(f"{go} is {out or 'unknown'}, too old to build containerd "
+                               f"{CONTAINERD_VERSION} (needs go >= {need})")
 
 
 def ensure_binaries() -> Path:

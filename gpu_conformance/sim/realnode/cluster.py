@@ -7,10 +7,7 @@ the probe layer for them; the tier's tests run the suite's own Probe on them dir
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,20 +60,3 @@ def stop_recorded_real_nodes(state_dir: Path) -> int:
         stop_work_dir(Path(work))
     path.unlink(missing_ok=True)
     return len(works)
-
-
-@contextlib.contextmanager
-def sim_with_real_nodes(real_nodes: int = 1, gpu_nodes: int = 1, cpu_nodes: int = 0,
-                        profile: str = "default") -> Iterator[RealCluster]:
-    """A simulated cluster (kwok GPU nodes + the simulated operator) plus real nodes; stopped on exit."""
-    from gpu_conformance.sim.session import start_sim
-
-    t0 = time.monotonic()
-    sim = start_sim(profile=profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes, quiet=True, real_nodes=real_nodes)
-    rc = RealCluster(sim=sim, nodes=list(sim.real_nodes),
-                     seconds={"sim up": round(sim.boot_seconds + sim.install_seconds, 2),
-                              "total with real nodes": round(time.monotonic() - t0, 2)})
-    try:
-        yield rc
-    finally:
-        sim.stop()

@@ -47,8 +47,8 @@ import yaml
 
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import fakegpu
-from gpu_conformance.sim.controlplane import _last_line, _Proc, spawn_logged
-from gpu_conformance.sim.controlplane import _proc_start_time as _start_time
+from gpu_conformance.sim.controlplane import Proc, last_line, spawn_logged
+from gpu_conformance.sim.controlplane import proc_start_time as _start_time
 from gpu_conformance.sim.realnode import binaries as rnbin
 
 # Node and host ends of each node's veth pair live in a /30 of this range; the simulated API server is
@@ -181,7 +181,7 @@ class RealNode:
         self.strategy = strategy
         self.work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="gpu-rn-"))
         self.bin_dir = bin_dir
-        self.procs: dict[str, _Proc] = {}
+        self.procs: dict[str, Proc] = {}
         self.host_if = ""
         self.subnet: ipaddress.IPv4Network | None = None
         self.cgroup_root = f"/gpu-rn-{self.work.name.removeprefix('gpu-rn-')}"
@@ -275,7 +275,7 @@ class RealNode:
             (self.work / d).mkdir(parents=True, exist_ok=True)
         self._save()
 
-    def _spawn(self, name: str, cmd: list[str], in_ns: bool = True, env: dict[str, str] | None = None) -> _Proc:
+    def _spawn(self, name: str, cmd: list[str], in_ns: bool = True, env: dict[str, str] | None = None) -> Proc:
         if in_ns:
             cmd = ["nsenter", f"--target={self.holder_pid}", "--mount", "--net", "--", *cmd]
         proc = spawn_logged(name, cmd, self.log(name), self.work, env or {})
@@ -303,7 +303,7 @@ class RealNode:
         own = _ns_inode(os.getpid(), "net")
         for _ in range(200):
             if holder.popen is not None and holder.popen.poll() is not None:
-                raise RealNodeError(f"real node {self.name}: unshare exited ({_last_line(self.log('holder'))})")
+                raise RealNodeError(f"real node {self.name}: unshare exited ({last_line(self.log('holder'))})")
             if _ns_inode(holder.pid, "net") not in (None, own):
                 return
             time.sleep(0.02)
@@ -427,7 +427,7 @@ temp = '{w}/containerd/tmp'
                 return
             proc = self.procs["containerd"]
             if proc.popen is not None and proc.popen.poll() is not None:
-                raise RealNodeError(f"real node {self.name}: containerd exited: {_last_line(self.log('containerd'))} "
+                raise RealNodeError(f"real node {self.name}: containerd exited: {last_line(self.log('containerd'))} "
                                     f"(log: {self.log('containerd')})")
             if time.monotonic() > deadline:
                 raise RealNodeError(f"real node {self.name}: containerd not ready (log: {self.log('containerd')})")
@@ -511,7 +511,7 @@ temp = '{w}/containerd/tmp'
         while _count_lines(log, "registered nvidia.com/gpu") <= registered_before:
             if (proc.popen is not None and proc.popen.poll() is not None) or time.monotonic() > deadline:
                 raise RealNodeError(f"real node {self.name}: the fake device plugin did not register "
-                                    f"({_last_line(log)}; log: {log})")
+                                    f"({last_line(log)}; log: {log})")
             time.sleep(0.1)
 
     def _wait_node(self, deadline: float) -> None:
@@ -523,7 +523,7 @@ temp = '{w}/containerd/tmp'
                 for name in ("kubelet", "containerd", "device-plugin", "relay"):
                     p = self.procs[name]
                     if p.popen is not None and p.popen.poll() is not None:
-                        raise RealNodeError(f"real node {self.name}: {name} exited: {_last_line(self.log(name))} "
+                        raise RealNodeError(f"real node {self.name}: {name} exited: {last_line(self.log(name))} "
                                             f"(log: {self.log(name)})")
                 node = self.get_node(conn)
                 if node is not None:
@@ -537,7 +537,7 @@ temp = '{w}/containerd/tmp'
                         return
                 if time.monotonic() > deadline:
                     raise RealNodeError(f"real node {self.name} did not become Ready with {self.gpus} nvidia.com/gpu "
-                                        f"in time: kubelet says {_last_line(self.log('kubelet'))} "
+                                        f"in time: kubelet says {last_line(self.log('kubelet'))} "
                                         f"(log: {self.log('kubelet')})")
                 time.sleep(0.5)
         finally:
@@ -658,7 +658,7 @@ def _remove_cgroup_root(cgroup_root: str) -> None:
                 d.rmdir()
 
 
-def stop_work_dir(work: Path, procs: dict[str, _Proc] | None = None, remove: bool = True,
+def stop_work_dir(work: Path, procs: dict[str, Proc] | None = None, remove: bool = True,
                   keep_logs: bool = False) -> None:
     """Stop a real node from its work dir's realnode.json (or the given live processes) and clean up.
 
@@ -670,7 +670,7 @@ def stop_work_dir(work: Path, procs: dict[str, _Proc] | None = None, remove: boo
     with contextlib.suppress(OSError, ValueError):
         state = json.loads((work / STATE_FILE).read_text())
     if procs is None:
-        procs = {n: _Proc(n, int(p["pid"]), int(p.get("start_time", 0)))
+        procs = {n: Proc(n, int(p["pid"]), int(p.get("start_time", 0)))
                  for n, p in (state.get("processes") or {}).items()}
 
     def stop(name: str) -> None:
