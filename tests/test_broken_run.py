@@ -170,17 +170,24 @@ ConformanceRun.start = start2
     assert verdict_of(reports) == "ERROR"
 
 
+def on_writing_json(body: str) -> str:
+    """Conftest code that runs the statement `body` (with `path` bound) when conformance.json is about to be written."""
+    return f"""
+import errno, os, signal, sys
+json_report = sys.modules["gpu_conformance.report.json_report"]
+real_write = json_report.write_text_atomic
+def write_text_atomic(path, text):
+    if path.name == "conformance.json":
+        {body.strip()}
+    return real_write(path, text)
+json_report.write_text_atomic = write_text_atomic
+"""
+
+
 def test_reports_that_cannot_be_written_are_exit_8_and_the_probe_is_cleaned_up(inprocess) -> None:
     # ENOSPC while writing conformance.json: was a traceback and exit 1 ("not conformant").
-    result, _ = inprocess(HEALTHY_PROBE + """
-import errno, sys
-json_report = sys.modules["gpu_conformance.report.json_report"]
-real = json_report.write_text_atomic
-def full(path, text):
-    if path.name == "conformance.json":
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
-    return real(path, text)
-json_report.write_text_atomic = full
+    result, _ = inprocess(HEALTHY_PROBE + on_writing_json(
+        'raise OSError(errno.ENOSPC, "No space left on device", str(path))') + """
 def _cleanup(self):
     self.obs.deleted = True
     print("PROBE-CLEANED")
@@ -309,16 +316,7 @@ def test_a_closed_stdout_still_writes_the_reports_and_exits_8(tmp_path: Path) ->
 
 def test_a_signal_while_the_reports_are_written_waits_for_them(inprocess) -> None:
     # SIGTERM while reports were written: sometimes a traceback and exit 1, or no conformance.json.
-    result, reports = inprocess(HEALTHY_PROBE + """
-import os, signal, sys
-json_report = sys.modules["gpu_conformance.report.json_report"]
-real = json_report.write_text_atomic
-def signalled(path, text):
-    if path.name == "conformance.json":
-        os.kill(os.getpid(), signal.SIGTERM)
-    return real(path, text)
-json_report.write_text_atomic = signalled
-""")
+    result, reports = inprocess(HEALTHY_PROBE + on_writing_json("os.kill(os.getpid(), signal.SIGTERM)"))
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 2, out[-3000:]
     assert "SIGTERM while the reports were written" in out and "Traceback" not in out

@@ -23,8 +23,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from gpu_conformance import operands as op
 from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.sim import install as inst
@@ -150,6 +148,7 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
         container_logs,
         create_all,
         create_clusterpolicy,
+        create_namespace_and_crds,
         node_object,
         wait_established,
     )
@@ -168,13 +167,7 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
     preview = inst.build(p, namespace, gpu_names, cpu_names)
     for container, text in container_logs(p, preview).items():
         cluster.write_container_log(container, text)
-    try:
-        kube.create(preview.namespace_object)
-    except ApiException as e:
-        if e.status != 409:
-            raise
-    create_all(kube, preview.crds, ignore_existing=True)
-    version = kube.request("GET", "/version").get("gitVersion", "v1.36.0")
+    version = create_namespace_and_crds(kube, preview)
     nodes = []
     for plan in preview.nodes:
         # Only NFD's labels: gpu.present, the deploy labels and mig.config are the operator's to write.

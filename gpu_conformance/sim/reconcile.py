@@ -216,6 +216,18 @@ def _wait(what: Callable[[], bool], deadline: float, message: Callable[[], str])
         time.sleep(_POLL)
 
 
+def create_namespace_and_crds(kube: Kube, preview: inst.InstallManifests) -> str:
+    """The operator's namespace and CRDs (either may exist already); returns the API server's version, which
+    the simulated kubelets report as theirs."""
+    try:
+        kube.create(preview.namespace_object)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    create_all(kube, preview.crds, ignore_existing=True)
+    return kube.request("GET", "/version").get("gitVersion", "v1.36.0")
+
+
 def wait_established(kube: Kube, crds: list[Obj], deadline: float) -> None:
     def established() -> bool:
         for crd in crds:
@@ -290,14 +302,8 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
             log_writer(container, text)
     mark("logs")
 
-    try:
-        kube.create(preview.namespace_object)
-    except ApiException as e:
-        if e.status != 409:
-            raise
-    create_all(kube, preview.crds, ignore_existing=True)
+    kubelet_version = create_namespace_and_crds(kube, preview)
     # While the CRDs get established: nodes and what Helm creates (none of it needs the ClusterPolicy).
-    kubelet_version = kube.request("GET", "/version").get("gitVersion", "v1.36.0")
     create_all(kube, [node_object(n, p, kubelet_version) for n in preview.nodes])
     mark("nodes")
     create_all(kube, [o for o in preview.helm_objects if o["kind"] in ("ServiceAccount", "ConfigMap")])
