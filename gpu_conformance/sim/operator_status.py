@@ -262,13 +262,11 @@ def start_status_loop(cluster: Any, namespace: str, operator_version: str, perio
                                f"--version={operator_version}", f"--period={period}"])
 
 
-_STOP = False
-
-
 def _on_term(signum: int, frame: FrameType | None) -> None:
+    # Out at once, wherever the loop waits (a sleep, a watch's condition): it holds nothing to put back, and a
+    # flag read once per round kept the cluster's stop waiting up to 3 periods.
     del signum, frame
-    global _STOP
-    _STOP = True
+    raise SystemExit(0)
 
 
 def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: float) -> int:
@@ -282,14 +280,14 @@ def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: flo
     watches = WatchSet(kube)
     signal.signal(signal.SIGTERM, _on_term)
     for kind in ("DaemonSet", "Pod", "ControllerRevision", "Node"):
-        while not _STOP:
+        while True:
             try:
                 watches.watch(kind, collection_path(kind, None if kind == "Node" else namespace))
                 break
             except (*API_ERRORS, ValueError):
                 time.sleep(period)
     writer = StatusWriter(kube, namespace, operator_version, watches)
-    while not _STOP:
+    while True:
         seen = watches.generation()
         # An API hiccup (or a body cut short): the next round retries, like a requeue.
         with contextlib.suppress(*API_ERRORS, ValueError):
@@ -299,8 +297,6 @@ def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: flo
         # operator's Deployment, read by small LISTs, are looked at again at least every 3 periods).
         time.sleep(period)
         watches.wait_for_change(seen, 2 * period, debounce=0)
-    watches.stop()
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -88,7 +88,7 @@ def build(docker: Dockerd, tag: str = IMAGE) -> str:
             shutil.copy2(src, dst)
         # Our wheel and every dependency's, from the host's pip (PyPI or its cache): the build has no network.
         nodeimage.run_logged([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
-                        "-w", str(ctx / ".wheels"), str(ctx)], log)
+                              "-w", str(ctx / ".wheels"), str(ctx)], log)
         env = {**docker.env(), "DOCKER_BUILDKIT": "0"}
         with open(log, "a") as f:
             proc = subprocess.run(["docker", "build", "--network", "none", "--build-arg", f"BASE={base}",
