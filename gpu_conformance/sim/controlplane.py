@@ -214,6 +214,17 @@ class SimCluster:
                 raise
             return self
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time (user + system, its reaped children included) each running process of this cluster used."""
+        tick = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        for name, proc in self._procs.items():
+            stat = _proc_stat(proc.pid)
+            if stat:
+                # Fields after the command (stat[0] = state): utime 11, stime 12, cutime 13, cstime 14.
+                out[name] = sum(int(stat[i]) for i in (11, 12, 13, 14)) / tick
+        return out
+
     def stop(self) -> None:
         """Kill every process this cluster started (whole groups) and remove what it created."""
         self._teardown(keep_state_dir=False)
