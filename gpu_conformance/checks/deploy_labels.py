@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_conformance import upgrade_states as upg
 from gpu_conformance import versions
 from gpu_conformance.checks.common import enabled_operands
 from gpu_conformance.checks.pods import why_no_pod
@@ -18,7 +19,7 @@ from gpu_conformance.operands import (
 from gpu_conformance.settings import Settings
 
 L = Layer.DEPLOY_LABELS
-UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+UPGRADE_STATE_LABEL = upg.UPGRADE_STATE_LABEL
 
 
 def _mig_capable(labels: dict[str, str]) -> bool:
@@ -97,7 +98,8 @@ def daemonsets_match_labels(snap: ClusterSnapshot, settings: Settings) -> list[F
                 why = why_no_pod(snap, dss[0], n)
                 problems.setdefault(n, []).append(f"{o.daemonset}: label true but no pod"
                                                   + (f" ({why})" if why else ""))
-            elif not labelled and n in on_nodes:
+            elif not labelled and n in on_nodes and "paused-for-" not in (labels_of(node).get(o.deploy_label) or ""):
+                # A paused label withdraws the pod: the DaemonSet controller is deleting it, not misplacing it.
                 problems.setdefault(n, []).append(
                     f"{o.daemonset}: pod runs although {o.deploy_label.removeprefix(DEPLOY_PREFIX)}="
                     f"{labels_of(node).get(o.deploy_label) or '<absent>'}")

@@ -17,6 +17,7 @@ from gpu_conformance.checks.common import operator_version
 from gpu_conformance.checks.driver_toolkit import stage_message, validator_chain
 from gpu_conformance.checks.pods import (
     PodProblem,
+    explained_by_pause,
     label_gate,
     last_log,
     logs_cmd,
@@ -203,8 +204,9 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> li
         present = node_labels(snapshot, node).get("nvidia.com/gpu.present")
         msg = (f"{node} advertises no usable GPU: {shown} (expected {_expected_resource(snapshot)} > 0) — {why}; "
                f"nvidia.com/gpu.present={present} only means the hardware was detected")
-        out.append(Finding(Status.FAIL, msg, node=node, evidence=ev,
-                           kubectl=f"kubectl describe node {node}"))
+        out.append(explained_by_pause(snapshot, node, ops.DEVICE_PLUGIN,
+                                      Finding(Status.FAIL, msg, node=node, evidence=ev,
+                                              kubectl=f"kubectl describe node {node}")))
     return out
 
 
@@ -234,9 +236,10 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -
         if short:
             parts = [f"{r} allocatable {a} < capacity {c}: {c - a} of {c} devices unhealthy" for r, c, a in short]
             pod = operand_pod(snapshot, ops.DEVICE_PLUGIN, node)
-            out.append(Finding(Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds "
-                               "devices the device plugin reports unhealthy)", node=node, evidence=ev,
-                               kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}"))
+            out.append(explained_by_pause(snapshot, node, ops.DEVICE_PLUGIN, Finding(
+                Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds devices the device plugin reports "
+                "unhealthy)", node=node, evidence=ev,
+                kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}")))
         else:
             out.append(Finding(Status.PASS, f"allocatable equals capacity for "
                                f"{', '.join(resources)}", node=node, evidence=ev))
@@ -281,8 +284,9 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
               "expected": {r: str(e) for r, e, _ in pairs}, "basis": basis}
         if bad:
             parts = [f"capacity {r}={o if o is not None else 'absent'} but GFD expects {e}" for r, e, o in bad]
-            out.append(Finding(Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device "
-                               "plugin does not advertise every GPU GFD sees", node=node, evidence=ev))
+            out.append(explained_by_pause(snapshot, node, ops.DEVICE_PLUGIN, Finding(
+                Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device plugin does not advertise every "
+                "GPU GFD sees", node=node, evidence=ev)))
         else:
             shown = ", ".join(f"{r}={o}" for r, _, o in pairs)
             out.append(Finding(Status.PASS, f"capacity {shown} matches GFD ({basis})", node=node,

@@ -9,7 +9,7 @@ come first because they make every later symptom (a validator "stuck" in driver-
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_conformance import operands as ops
@@ -208,6 +208,26 @@ def label_gate(snapshot: ClusterSnapshot, node: str, operand: ops.Operand) -> Fi
         return Finding(Status.WARN, f"{operand.key} paused on {node} ({operand.deploy_label}={value}): "
                        "transient during a driver upgrade or MIG change", node=node, evidence=ev)
     return None
+
+
+def paused_label(snapshot: ClusterSnapshot, node: str, operand: ops.Operand) -> str | None:
+    """The operand's deploy label value when k8s-driver-manager or the MIG manager paused it ('paused-for-*')."""
+    value = node_labels(snapshot, node).get(operand.deploy_label)
+    return value if value and "paused-for-" in value else None
+
+
+def explained_by_pause(snapshot: ClusterSnapshot, node: str, operand: ops.Operand, finding: Finding) -> Finding:
+    """A failure the operand's paused deploy label explains (its pod withdrawn on purpose) is a warning, not a break.
+
+    Only what follows from the operand's absence: the pause itself is LBL-001's transient finding.
+    """
+    value = paused_label(snapshot, node, operand)
+    if finding.status != Status.FAIL or value is None:
+        return finding
+    return replace(finding, status=Status.WARN,
+                   message=f"{finding.message} — explained by the pause {operand.deploy_label}={value}: the "
+                           f"{operand.key} is withdrawn while it lasts",
+                   evidence={**finding.evidence, "paused": f"{operand.deploy_label}={value}"})
 
 
 def missing_pod_finding(snapshot: ClusterSnapshot, ns: str, node: str, operand: ops.Operand,
