@@ -1,0 +1,178 @@
+"""No node is exempt from judgement (issue 20 item 3): a cordon, a driver upgrade step or a paused deploy label
+pauses a node (INCOMPLETE, not probed) only while its components are healthy; a broken component under a pause
+is that node's root cause, and upgrade-failed is a failure in the driver's own words."""
+
+from __future__ import annotations
+
+import pytest
+from factory import crash_container, healthy_snapshot, pod_for, refresh, set_label, set_node_resource, stuck_init
+from test_root_cause import causes, judge
+
+from gpu_conformance import operands as ops
+from gpu_conformance import upgrade_states as upg
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.model import Layer, Status
+from gpu_conformance.verdict import INCOMPLETE, NOT_CONFORMANT, NodeVerdict, Verdict
+
+N1 = "gpu-node-1"
+DRIVER = ops.DRIVER.daemonset
+
+
+def node_verdict(v: Verdict, name: str = N1) -> NodeVerdict:
+    return next(n for n in v.nodes if n.node == name)
+
+
+def cordon(snap: ClusterSnapshot, name: str = N1) -> None:
+    next(n for n in snap.nodes if n["metadata"]["name"] == name)["spec"]["unschedulable"] = True
+
+
+def upgrade(snap: ClusterSnapshot, state: str, name: str = N1) -> None:
+    set_label(snap, name, upg.UPGRADE_STATE_LABEL, state)
+    if state in upg.STATES and upg.STATES[state].cordoned:
+        cordon(snap, name)
+
+
+def pause_operands(snap: ClusterSnapshot, name: str = N1) -> None:
+    """What k8s-driver-manager does while it reloads the driver: every other operand's label paused, pods gone,
+    and the device plugin's resource withdrawn by kubelet."""
+    for o in ops.OPERANDS:
+        if o is ops.DRIVER:
+            continue
+        labels = next(n for n in snap.nodes if n["metadata"]["name"] == name)["metadata"]["labels"]
+        if labels.get(o.deploy_label) == "true":
+            set_label(snap, name, o.deploy_label, "paused-for-driver-upgrade")
+            snap.pods[:] = [p for p in snap.pods if not (p["metadata"].get("labels", {}).get("app") == o.app
+                                                         and p["spec"].get("nodeName") == name)]
+    snap.pods[:] = [p for p in snap.pods if not (p["metadata"].get("labels", {}).get("app") ==
+                                                 ops.CUDA_VALIDATOR_APP and p["spec"].get("nodeName") == name)]
+    # kubelet keeps the resource in capacity and counts no healthy device once the plugin is gone
+    cap = next(n for n in snap.nodes if n["metadata"]["name"] == name)["status"]["capacity"]["nvidia.com/gpu"]
+    set_node_resource(snap, name, cap, 0)
+    refresh(snap)
+
+
+def test_cordoned_healthy_node_is_incomplete_judged_and_not_probed() -> None:
+    snap = healthy_snapshot()
+    cordon(snap)
+    v = judge(snap)
+    nv = node_verdict(v)
+    assert nv.root_cause is None and nv.transient is not None and "cordoned" in nv.transient.message
+    assert nv.layers[Layer.DRIVER_TOOLKIT] == Status.PASS and nv.layers[Layer.DEVICE_PLUGIN] == Status.PASS
+    assert nv.layers[Layer.PROBE] == Status.BLOCKED
+    assert v.overall == INCOMPLETE
+
+
+def test_cordoned_node_with_crashlooping_driver_has_the_driver_as_root_cause() -> None:
+    # An admin cordoned the node because its GPU is broken: the cordon does not hide the broken driver.
+    snap = healthy_snapshot("v25.3.4")
+    cordon(snap)
+    crash_container(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", restarts=9, snapshot=snap)
+    v = judge(snap)
+    nv = node_verdict(v)
+    assert nv.root_cause is not None and nv.root_cause.check_id == "DRV-002"
+    assert nv.transient is not None  # the cordon is still recorded
+    assert v.outcomes["DRV-002"].failing_nodes == [N1] and v.overall == NOT_CONFORMANT
+
+
+def test_upgrade_failed_with_crashlooping_driver_is_a_driver_failure() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    upgrade(snap, upg.FAILED)
+    crash_container(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", restarts=11, snapshot=snap,
+                    log="Could not resolve Linux kernel version")
+    v = judge(snap)
+    rc = node_verdict(v).root_cause
+    assert rc is not None and rc.check_id == "DRV-002" and rc.layer == Layer.DRIVER_TOOLKIT
+    assert "driver upgrade failed" in rc.message and "upgrade-failed" in rc.message
+    assert "CrashLoopBackOff" in rc.message and "Could not resolve Linux kernel version" in rc.message
+    assert causes(v)["gpu-node-2"] is None and v.overall == NOT_CONFORMANT
+
+
+def test_upgrade_failed_with_ready_driver_still_fails_and_names_the_events() -> None:
+    # A drain that failed leaves the old, working driver and a node cordoned until someone acts.
+    snap = healthy_snapshot("v25.3.4")
+    upgrade(snap, upg.FAILED)
+    v = judge(snap)
+    rc = node_verdict(v).root_cause
+    assert rc is not None and rc.check_id == "DRV-002" and "stays cordoned" in rc.message
+    f = next(f for f in v.outcomes["DRV-002"].findings if f.node == N1)
+    assert "GPUDriverUpgrade" in f.kubectl
+
+
+@pytest.mark.parametrize("state", [s for s, st in upg.STATES.items() if st.in_progress])
+def test_every_upgrade_step_with_healthy_components_is_a_pause(state: str) -> None:
+    snap = healthy_snapshot("v25.10.1")
+    upgrade(snap, state)
+    v = judge(snap)
+    nv = node_verdict(v)
+    assert nv.root_cause is None and nv.transient is not None, nv
+    f = next(f for f in v.outcomes["DRV-002"].findings if f.node == N1)
+    assert f.status == Status.WARN and f.evidence.get("transient") and f"{upg.UPGRADE_STATE_LABEL}={state}" in \
+        f.message
+    assert nv.layers[Layer.PROBE] == Status.BLOCKED and v.overall == INCOMPLETE
+
+
+def test_pending_upgrade_does_not_pause_a_working_node() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    upgrade(snap, upg.PENDING)
+    v = judge(snap)
+    nv = node_verdict(v)
+    assert nv.root_cause is None and nv.transient is None
+    f = next(f for f in v.outcomes["DRV-002"].findings if f.node == N1)
+    assert f.status == Status.WARN and "pending" in f.message
+
+
+def test_driver_being_replaced_with_paused_operands_is_not_a_failure() -> None:
+    # pod-restart-required: the new driver pod's k8s-driver-manager paused every operand and withdrew its pods;
+    # the device plugin's resource is gone with it. All of that is the pause, none of it a failure.
+    snap = healthy_snapshot("v25.3.4")
+    upgrade(snap, upg.POD_RESTART)
+    pause_operands(snap)
+    stuck_init(pod_for(snap, DRIVER, N1), "k8s-driver-manager", reason="Running", restarts=0, snapshot=snap)
+    v = judge(snap)
+    nv = node_verdict(v)
+    failing = {cid for cid, o in v.outcomes.items() if o.status == Status.FAIL}
+    assert nv.root_cause is None and not failing, (nv.root_cause, failing)
+    assert nv.transient is not None and v.overall == INCOMPLETE
+    assert "explained by the pause" in next(f for f in v.outcomes["DPL-002"].findings if f.node == N1).message
+
+
+def test_driver_failing_past_the_controllers_threshold_under_pod_restart_is_the_root_cause() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    upgrade(snap, upg.POD_RESTART)
+    pause_operands(snap)
+    crash_container(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", restarts=upg.DRIVER_POD_FAILING_RESTARTS + 1,
+                    snapshot=snap)
+    v = judge(snap)
+    rc = node_verdict(v).root_cause
+    assert rc is not None and rc.check_id == "DRV-002" and "pod-restart-required" in rc.message
+
+
+def test_driver_image_unpullable_under_pod_restart_is_not_waited_out() -> None:
+    # The controller never marks it failed (no restarts), so the node would sit in the step forever.
+    snap = healthy_snapshot("v25.3.4")
+    upgrade(snap, upg.POD_RESTART)
+    crash_container(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", reason="ImagePullBackOff", restarts=0,
+                    message='Back-off pulling image "nvcr.io/nvidia/driver:580.95.05-ubuntu24.04"', snapshot=snap)
+    v = judge(snap)
+    rc = node_verdict(v).root_cause
+    assert rc is not None and rc.check_id == "DRV-002" and "cannot pull its image" in rc.message
+
+
+def test_paused_label_with_operand_pod_still_there_is_not_a_misplacement() -> None:
+    snap = healthy_snapshot()
+    set_label(snap, N1, ops.DEVICE_PLUGIN.deploy_label, "paused-for-driver-upgrade")
+    refresh(snap)
+    v = judge(snap)
+    assert next(f for f in v.outcomes["LBL-002"].findings if f.node == N1).status == Status.PASS
+    assert node_verdict(v).root_cause is None and node_verdict(v).transient is not None
+
+
+def test_unknown_upgrade_state_is_a_warning_by_name() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    set_label(snap, N1, upg.UPGRADE_STATE_LABEL, "rollback-required")
+    refresh(snap)
+    v = judge(snap)
+    f = next(f for f in v.outcomes["DRV-002"].findings if f.node == N1)
+    assert f.status == Status.WARN and "unknown driver upgrade state" in f.message and "rollback-required" in \
+        f.message
+    assert node_verdict(v).root_cause is None and node_verdict(v).transient is None
