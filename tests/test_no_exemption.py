@@ -4,9 +4,22 @@ is that node's root cause, and upgrade-failed is a failure in the driver's own w
 
 from __future__ import annotations
 
+import copy
+
 import pytest
-from factory import crash_container, healthy_snapshot, pod_for, refresh, set_label, set_node_resource, stuck_init
-from test_root_cause import causes, judge
+from factory import (
+    DRIVER_CRD_DS,
+    crash_container,
+    healthy_snapshot,
+    pod_for,
+    refresh,
+    remove_daemonset,
+    remove_pods,
+    set_label,
+    set_node_resource,
+    stuck_init,
+)
+from test_root_cause import causes, judge, not_ready
 
 from gpu_conformance import operands as ops
 from gpu_conformance import upgrade_states as upg
@@ -176,3 +189,110 @@ def test_unknown_upgrade_state_is_a_warning_by_name() -> None:
     assert f.status == Status.WARN and "unknown driver upgrade state" in f.message and "rollback-required" in \
         f.message
     assert node_verdict(v).root_cause is None and node_verdict(v).transient is None
+
+
+# ---- v26.7: the ClusterPolicy is notReady while an NVIDIADriver rollout is open (audit C5) -------------------------
+ROLLOUT = ("ClusterPolicy is not ready; NVIDIADriver upgrade has not completed; one or more NVIDIADriver-owned "
+           "Nodes are marked pending, in-progress, or failed")
+
+
+def crd_cluster() -> ClusterSnapshot:
+    snap = healthy_snapshot("v26.7.0", driver="crd")
+    for n in snap.gpu_node_names:
+        set_label(snap, n, upg.DRIVER_OWNER_LABEL, "default")
+    return snap
+
+
+def test_v26_7_nvidiadriver_rollout_is_a_per_node_matter_naming_failed_nodes() -> None:
+    snap = crd_cluster()
+    upgrade(snap, "drain-required", "gpu-node-1")
+    upgrade(snap, upg.PENDING, "gpu-node-2")
+    upgrade(snap, upg.FAILED, "gpu-node-3")
+    crash_container(pod_for(snap, DRIVER_CRD_DS, "gpu-node-3"), "nvidia-driver-ctr", restarts=11, snapshot=snap)
+    not_ready(snap, ROLLOUT)
+    v = judge(snap)
+    assert v.cluster_blocker is None
+    opr3 = v.outcomes["OPR-003"]
+    msg = opr3.findings[0].message
+    assert opr3.status == Status.WARN, msg
+    assert "upgrade-failed on gpu-node-3" in msg and "drain-required on gpu-node-1" in msg
+    assert "pending (upgrade-required) on gpu-node-2" in msg
+    assert causes(v) == {"gpu-node-1": None, "gpu-node-2": None, "gpu-node-3": "DRV-002"}
+    assert node_verdict(v, "gpu-node-1").transient is not None and node_verdict(v, "gpu-node-2").transient is None
+
+
+def test_v26_7_rollout_message_no_node_explains_fails_without_blocking() -> None:
+    snap = crd_cluster()
+    not_ready(snap, ROLLOUT)
+    v = judge(snap)
+    f = v.outcomes["OPR-003"].findings[0]
+    assert f.status == Status.FAIL and not f.blocking and "NVIDIADriver upgrade has not completed" in f.message
+    assert v.cluster_blocker is None and causes(v) == {n: None for n in snap.gpu_node_names}
+
+
+def test_rollout_ignores_nodes_opted_out_of_upgrades() -> None:
+    snap = crd_cluster()
+    upgrade(snap, "drain-required", "gpu-node-1")
+    set_label(snap, "gpu-node-1", upg.UPGRADE_SKIP_LABEL, "true")
+    not_ready(snap, ROLLOUT)
+    assert v_opr3_status(snap) == Status.FAIL
+
+
+def v_opr3_status(snap: ClusterSnapshot) -> Status:
+    return judge(snap).outcomes["OPR-003"].status
+
+
+# ---- NVIDIADriver status (audit m3) -------------------------------------------------------------------------------
+def _error(cr: dict, reason: str, message: str) -> None:
+    cr["status"] = {"state": "notReady", "conditions": [
+        {"type": "Ready", "status": "False", "reason": "Error"},
+        {"type": "Error", "status": "True", "reason": reason, "message": message}]}
+
+
+def test_conflicting_nvidiadrivers_are_the_nodes_root_cause_in_the_crs_words() -> None:
+    snap = healthy_snapshot("v25.3.4", driver="crd")
+    first = snap.nvidiadrivers[0]
+    first["spec"]["nodeSelector"] = {"pool": "gpu"}
+    second = copy.deepcopy(first)
+    second["metadata"]["name"] = "team-b"
+    snap.nvidiadrivers.append(second)
+    msg = "conflicting NVIDIADriver NodeSelectors found for resource: team-b, nodeSelector: map[pool:gpu]"
+    for cr in snap.nvidiadrivers:
+        _error(cr, "ConflictingNodeSelector", msg)
+    for n in snap.gpu_node_names:
+        set_label(snap, n, "pool", "gpu")
+    remove_pods(snap, DRIVER_CRD_DS, N1)
+    v = judge(snap)
+    rc = node_verdict(v).root_cause
+    assert rc is not None and rc.check_id == "DRV-001", rc
+    assert "ConflictingNodeSelector" in rc.message and msg in rc.message
+    drv2 = next(f for f in v.outcomes["DRV-002"].findings if f.node == N1)
+    assert "ConflictingNodeSelector" in drv2.message
+    # nodes whose driver pods still run (deployed before the conflict) are not failed for it
+    assert causes(v)["gpu-node-2"] is None
+
+
+def test_node_no_nvidiadriver_selects_says_so() -> None:
+    snap = healthy_snapshot("v25.3.4", driver="crd")
+    snap.nvidiadrivers[0]["spec"]["nodeSelector"] = {"pool": "a100"}
+    remove_pods(snap, DRIVER_CRD_DS, N1)
+    v = judge(snap)
+    rc = node_verdict(v).root_cause
+    assert rc is not None and rc.check_id == "DRV-001" and "no NVIDIADriver selects this node" in rc.message
+
+
+def test_healthy_nvidiadriver_with_missing_pod_is_still_a_missing_pod() -> None:
+    snap = healthy_snapshot("v25.3.4", driver="crd")
+    remove_pods(snap, DRIVER_CRD_DS, N1)
+    v = judge(snap)
+    assert next(f for f in v.outcomes["DRV-001"].findings if f.node == N1).status == Status.PASS
+    assert causes(v)[N1] == "LBL-002"  # labelled for the driver, no pod: as without NVIDIADriver
+
+
+def test_no_driver_daemonset_names_the_nvidiadriver_condition() -> None:
+    snap = healthy_snapshot("v25.3.4", driver="crd")
+    _error(snap.nvidiadrivers[0], "ReconcileFailed", "Error syncing state state-driver: failed to get kernel "
+                                                     "version")
+    remove_daemonset(snap, DRIVER_CRD_DS)
+    f = judge(snap).outcomes["OPR-006"].findings[0]
+    assert f.status == Status.FAIL and "ReconcileFailed" in f.message and "failed to get kernel version" in f.message
