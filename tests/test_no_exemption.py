@@ -296,3 +296,13 @@ def test_no_driver_daemonset_names_the_nvidiadriver_condition() -> None:
     remove_daemonset(snap, DRIVER_CRD_DS)
     f = judge(snap).outcomes["OPR-006"].findings[0]
     assert f.status == Status.FAIL and "ReconcileFailed" in f.message and "failed to get kernel version" in f.message
+
+
+def test_upgrade_states_agree_with_the_signal_inventory() -> None:
+    # One list of the upgrade controller's states: the inventory row (read from the source at every tag) and the
+    # table the checks judge by, with the same first releases.
+    from gpu_conformance import inventory, versions
+
+    row = next(s for s in inventory.load().of_kind("node-label") if s.name == upg.UPGRADE_STATE_LABEL)
+    assert {sp.value for sp in row.values} == set(upg.STATES)
+    assert {sp.value: versions.text(sp.first) for sp in row.values} == {v: s.first for v, s in upg.STATES.items()}
