@@ -306,3 +306,16 @@ def test_upgrade_states_agree_with_the_signal_inventory() -> None:
     row = next(s for s in inventory.load().of_kind("node-label") if s.name == upg.UPGRADE_STATE_LABEL)
     assert {sp.value for sp in row.values} == set(upg.STATES)
     assert {sp.value: versions.text(sp.first) for sp in row.values} == {v: s.first for v, s in upg.STATES.items()}
+
+
+def test_sim_fault_driver_upgrade_in_progress_stays_incomplete() -> None:
+    # What sim fault driver-upgrade-in-progress leaves (its GPU resources removed outright): a pause, no failure.
+    snap = healthy_snapshot("v25.3.4")
+    set_label(snap, N1, upg.UPGRADE_STATE_LABEL, upg.POD_RESTART)
+    pause_operands(snap)
+    set_node_resource(snap, N1, None, None)
+    refresh(snap)
+    v = judge(snap)
+    assert not [cid for cid, o in v.outcomes.items() if o.status == Status.FAIL]
+    assert node_verdict(v).transient is not None and v.overall == INCOMPLETE
+    assert {"LBL-001", "DRV-002"} <= {cid for cid, o in v.outcomes.items() if o.status == Status.WARN}

@@ -84,7 +84,8 @@ def driver_mode(snapshot: ClusterSnapshot, node: str) -> DriverMode:
        kubectl="kubectl get clusterpolicy -o jsonpath='{.items[0].spec.driver.enabled}' ; "
                "kubectl get node {node} -L nvidia.com/gpu.deploy.driver",
        detects="node in host/pre-installed driver mode when --expect-driver=operator (or the reverse); "
-               "useNvidiaDriverCRD without an NVIDIADriver CR")
+               "useNvidiaDriverCRD without an NVIDIADriver CR; a node no NVIDIADriver selects, or whose CRs report "
+               "an error (ConflictingNodeSelector, ReconcileFailed), in the CR's words")
 def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     expect = settings.expect_driver
     out = []
@@ -111,7 +112,8 @@ def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[
        hint=HINT_DRIVER + " " + HINT_ORDER,
        kubectl="kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node} | grep driver",
        detects="driver pod missing, stuck in k8s-driver-manager, nvidia-driver-ctr crash-looping or not Ready; "
-               "WARN on restarts")
+               "driver upgrade-failed (nvidia.com/gpu-driver-upgrade-state); upgrade steps in progress reported as a "
+               "pause, an unknown upgrade state as a warning; WARN on restarts")
 def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []

@@ -135,7 +135,8 @@ def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str
        kubectl="kubectl get clusterpolicies.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} "
                "{.status.state} {.status.conditions}{\"\\n\"}{end}'",
        detects="no GPU nodes, NFD labels missing, never reconciled, reconcile errors; operand states notReady "
-               "that no node's unavailable pod explains")
+               "that no node's unavailable pod explains, or a v26.7 NVIDIADriver rollout no node's upgrade state "
+               "explains")
 def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     cp = snap.active_clusterpolicy
     if cp is None:
@@ -325,7 +326,8 @@ def operator_version_known(snap: ClusterSnapshot, settings: Settings) -> list[Fi
        hint="The operator creates one DaemonSet per enabled state; a missing one means its state failed "
             "(see the operator log) or was deleted and not yet recreated.",
        kubectl="kubectl -n {ns} get daemonsets",
-       detects="an operand DaemonSet deleted or never created; a disabled operand still deployed")
+       detects="an operand DaemonSet deleted or never created (with NVIDIADriver CRs: their error condition "
+               "quoted); a disabled operand still deployed")
 def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if snap.active_clusterpolicy is None:
         return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
