@@ -319,3 +319,32 @@ def test_sim_fault_driver_upgrade_in_progress_stays_incomplete() -> None:
     assert not [cid for cid, o in v.outcomes.items() if o.status == Status.FAIL]
     assert node_verdict(v).transient is not None and v.overall == INCOMPLETE
     assert {"LBL-001", "DRV-002"} <= {cid for cid, o in v.outcomes.items() if o.status == Status.WARN}
+
+
+def _bringing_back(snap: ClusterSnapshot, restarts: int) -> None:
+    """validation-required: the new driver is Ready, the operands it paused are back and start their stages."""
+    upgrade(snap, upg.VALIDATION)
+    stuck_init(pod_for(snap, ops.VALIDATOR.daemonset, N1), "toolkit-validation",
+               reason="Running" if not restarts else "CrashLoopBackOff", restarts=restarts, snapshot=snap)
+    stuck_init(pod_for(snap, ops.DEVICE_PLUGIN.daemonset, N1), "toolkit-validation", reason="Running", restarts=0,
+               snapshot=snap)
+    snap.pods[:] = [p for p in snap.pods if not (p["metadata"].get("labels", {}).get("app") ==
+                                                 ops.CUDA_VALIDATOR_APP and p["spec"].get("nodeName") == N1)]
+    set_node_resource(snap, N1, None, None)
+    refresh(snap)
+
+
+def test_validation_step_bringing_operands_back_is_a_pause() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    _bringing_back(snap, restarts=0)
+    v = judge(snap)
+    failing = {cid: o.failing_nodes for cid, o in v.outcomes.items() if o.status == Status.FAIL}
+    assert node_verdict(v).root_cause is None and not failing, failing
+    assert node_verdict(v).transient is not None and v.overall == INCOMPLETE
+
+
+def test_validator_crashlooping_in_the_validation_step_is_the_root_cause() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    _bringing_back(snap, restarts=6)
+    rc = node_verdict(judge(snap)).root_cause
+    assert rc is not None and rc.check_id == "DRV-004" and "toolkit-validation" in rc.message

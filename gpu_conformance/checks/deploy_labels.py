@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance import versions
 from gpu_conformance.checks.common import enabled_operands
-from gpu_conformance.checks.pods import why_no_pod
+from gpu_conformance.checks.pods import UPGRADE_BRINGUP, why_no_pod
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.facts import DriverMode, facts, operand_daemonsets, operand_pods
@@ -99,6 +99,8 @@ def daemonsets_match_labels(snap: ClusterSnapshot, settings: Settings) -> list[F
                 # NVIDIADriver CRs place the driver by their own nodeSelector: the CR's condition (DRV-001) says why
                 # no driver pod is here better than the deploy label can.
                 continue
+            if labelled and n not in on_nodes and upg.upgrade_state(labels_of(node)) in UPGRADE_BRINGUP:
+                continue  # the driver upgrade step is bringing its operands back (DRV-002 says which step)
             if labelled and n not in on_nodes:
                 why = why_no_pod(snap, dss[0], n)
                 problems.setdefault(n, []).append(f"{o.daemonset}: label true but no pod"

@@ -19,6 +19,7 @@ from gpu_conformance.checks.pods import (
     PodProblem,
     StartProblem,
     app_pod,
+    explained_by_upgrade,
     label_gate,
     last_log,
     logs_cmd,
@@ -196,7 +197,8 @@ def _under_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, f: Fin
     if f.status != Status.FAIL:
         return replace(f, status=Status.WARN, evidence={**ev, "transient": True},
                        message=f"transient: {st.doing} ({label}); {f.message}")
-    replacing = state == upg.POD_RESTART and (
+    # The driver restarting in validation-required happens too (the source says so): the same limits apply.
+    replacing = state in (upg.POD_RESTART, upg.VALIDATION) and (
         pod is None or (pod_problem(snapshot, pod).start is None
                         and _not_ready_restarts(pod) <= upg.DRIVER_POD_FAILING_RESTARTS))
     if replacing:
@@ -256,7 +258,8 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
             continue
         pod = operand_pod(snapshot, ops.VALIDATOR, node)
         if pod is None:
-            out.append(missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator"))
+            out.append(explained_by_upgrade(snapshot, node, None,
+                                            missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator")))
             continue
         chain = validator_chain(pod)
         missing = [c for c in DRIVER_LAYER_CHAIN if c not in chain]
@@ -286,11 +289,11 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
                 ev["message"] = stuck["message"]
             if log:
                 ev["log"] = log
-            out.append(Finding(Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}",
-                                                                log), node=node, evidence=ev,
-                               hint=f"{hint} {HINT_ORDER}".strip(),
-                               kubectl=logs_cmd(ns, pod, stuck["name"],
-                                                previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))
+            out.append(explained_by_upgrade(snapshot, node, pod, Finding(
+                Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
+                hint=f"{hint} {HINT_ORDER}".strip(),
+                kubectl=logs_cmd(ns, pod, stuck["name"],
+                                 previous=stuck["restarts"] > 0 and stuck["state"] == "waiting"))))
         elif stuck is None and not pod_ready(pod):
             out.append(problem_finding(snapshot, ns, node, pod, "validator pod",
                                        "all validations completed but the validator container is not running",
