@@ -262,16 +262,23 @@ def nvidiadriver_error(cr: Obj) -> tuple[str, str] | None:
 
 
 def nvidiadrivers_for_node(snap: ClusterSnapshot, node: str) -> list[Obj]:
-    """The NVIDIADriver CRs that select the node: the owner label's (v26.7), else those whose nodeSelector matches;
-    a CR with an empty nodeSelector (v26.7: the default driver) only where no other one matches."""
+    """The NVIDIADriver CRs that select the node, as the operator's nodeSelector validator reads them.
+
+    v26.7 names a node's CR in the owner label. Otherwise a CR selects by spec.nodeSelector, an unset one meaning
+    every GPU node (nvidia.com/gpu.present=true, GetNodeSelector); a v26.7 CR with spec.default=true is the
+    fallback of nodes no other CR selects. More than one selecting CR is a conflict: the node gets no driver.
+    """
     labels = labels_of(snap.node_by_name.get(node, {}))
     owner = labels.get(_DRIVER_OWNER_LABEL)
     if owner:
         return [cr for cr in snap.nvidiadrivers if name_of(cr) == owner]
-    selectors = {name_of(cr): (cr.get("spec") or {}).get("nodeSelector") or {} for cr in snap.nvidiadrivers}
-    chosen = [cr for cr in snap.nvidiadrivers if selectors[name_of(cr)]
-              and match_labels(selectors[name_of(cr)], labels)]
-    return chosen or [cr for cr in snap.nvidiadrivers if not selectors[name_of(cr)]]
+
+    def default(cr: Obj) -> bool:
+        return bool((cr.get("spec") or {}).get("default"))
+
+    chosen = [cr for cr in snap.nvidiadrivers if not default(cr) and match_labels(
+        (cr.get("spec") or {}).get("nodeSelector") or {"nvidia.com/gpu.present": "true"}, labels)]
+    return chosen or [cr for cr in snap.nvidiadrivers if default(cr)]
 
 
 def nvidiadriver_problem(snap: ClusterSnapshot, node: str) -> str:

@@ -116,6 +116,10 @@ def decide(
 ) -> Verdict:
     """Per GPU node: a failing gate check (node health) first, else the first failing layer, is the root cause.
 
+    No node is exempt: a pause (a transient warning: cordon, driver upgrade step, paused deploy label, MIG change)
+    is recorded and holds back the probe, but every layer is still judged; the node is paused (INCOMPLETE) only
+    when none fails. What a pause explains the checks themselves report as warnings.
+
     A cluster-wide failure stops every node only when it is `blocking` (no CRD, no ClusterPolicy, operator down);
     a non-blocking one (operand states notReady that no node explains) fails its check without hiding the nodes.
     """

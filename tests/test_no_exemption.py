@@ -348,3 +348,26 @@ def test_validator_crashlooping_in_the_validation_step_is_the_root_cause() -> No
     _bringing_back(snap, restarts=6)
     rc = node_verdict(judge(snap)).root_cause
     assert rc is not None and rc.check_id == "DRV-004" and "toolkit-validation" in rc.message
+
+
+def test_which_nvidiadrivers_select_a_node() -> None:
+    from gpu_conformance.facts import nvidiadrivers_for_node
+
+    snap = healthy_snapshot("v26.7.0", driver="crd")
+    everywhere = snap.nvidiadrivers[0]  # no nodeSelector: every GPU node (GetNodeSelector: gpu.present=true)
+    pool = copy.deepcopy(everywhere)
+    pool["metadata"]["name"] = "a100-pool"
+    pool["spec"]["nodeSelector"] = {"pool": "a100"}
+    snap.nvidiadrivers.append(pool)
+    set_label(snap, N1, "pool", "a100")
+    refresh(snap)
+
+    def names(node: str) -> list[str]:
+        return sorted(cr["metadata"]["name"] for cr in nvidiadrivers_for_node(snap, node))
+
+    assert names(N1) == ["a100-pool", "default"] and names("gpu-node-2") == ["default"]  # a conflict on N1
+    everywhere["spec"]["default"] = True  # v26.7: the fallback of nodes no other CR selects
+    assert names(N1) == ["a100-pool"] and names("gpu-node-2") == ["default"]
+    set_label(snap, "gpu-node-2", upg.DRIVER_OWNER_LABEL, "a100-pool")  # v26.7 routing label wins
+    refresh(snap)
+    assert names("gpu-node-2") == ["a100-pool"]

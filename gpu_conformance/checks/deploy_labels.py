@@ -8,7 +8,7 @@ from gpu_conformance.checks.common import enabled_operands
 from gpu_conformance.checks.pods import UPGRADE_BRINGUP, why_no_pod
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.facts import DriverMode, facts, operand_daemonsets, operand_pods
+from gpu_conformance.facts import facts, operand_daemonsets, operand_pods
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (
     DEPLOY_PREFIX,
@@ -20,7 +20,6 @@ from gpu_conformance.settings import Settings
 
 L = Layer.DEPLOY_LABELS
 UPGRADE_STATE_LABEL = upg.UPGRADE_STATE_LABEL
-_NO_MODE = DriverMode("operator", "")
 
 
 def _mig_capable(labels: dict[str, str]) -> bool:
@@ -95,7 +94,8 @@ def daemonsets_match_labels(snap: ClusterSnapshot, settings: Settings) -> list[F
             n = name_of(node)
             labelled = labels_of(node).get(o.deploy_label) == "true"
             # The MPS control daemon-style extra selectors do not apply to these operands.
-            if labelled and n not in on_nodes and o is DRIVER and facts(snap).driver_modes.get(n, _NO_MODE).problem:
+            mode = facts(snap).driver_modes.get(n)
+            if labelled and n not in on_nodes and o is DRIVER and mode is not None and mode.problem:
                 # NVIDIADriver CRs place the driver by their own nodeSelector: the CR's condition (DRV-001) says why
                 # no driver pod is here better than the deploy label can.
                 continue

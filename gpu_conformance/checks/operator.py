@@ -131,7 +131,9 @@ def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str
 @check("OPR-003", L, "ClusterPolicy is ready and reconciled",
        hint="status.state=ready is not enough: Ready must be True with reason Reconciled. NoGPUNodes and "
             "NFDLabelsMissing also report 'ready'. notReady with OperandNotReady names operand states whose pods "
-            "are unavailable on some node: a symptom, judged per node by the later layers.",
+            "are unavailable on some node: a symptom, judged per node by the later layers. v26.7 with NVIDIADriver "
+            "CRs also stays notReady while a driver rollout is open (nodes in a driver upgrade state other than "
+            "upgrade-done): each such node is judged by its upgrade state (DRV-002).",
        kubectl="kubectl get clusterpolicies.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} "
                "{.status.state} {.status.conditions}{\"\\n\"}{end}'",
        detects="no GPU nodes, NFD labels missing, never reconciled, reconcile errors; operand states notReady "
