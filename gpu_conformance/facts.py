@@ -247,6 +247,57 @@ def driver_pod(snap: ClusterSnapshot, node: str) -> Obj | None:
     return operand_pod(snap, ops.DRIVER, node)
 
 
+# NVIDIADriver status (controllers/nvidiadriver_controller.go, v23.9.0..v26.7.0): on an error the controller sets
+# Ready=False and Error=True with one of these reasons and its own message, and stops reconciling that CR.
+NVIDIADRIVER_ERROR_REASONS = ("ConflictingNodeSelector", "ReconcileFailed", "DriverNotReady")
+# v26.7.0: the node label naming the NVIDIADriver CR a node belongs to.
+_DRIVER_OWNER_LABEL = "nvidia.com/gpu-operator.driver.owner"
+
+
+def nvidiadriver_error(cr: Obj) -> tuple[str, str] | None:
+    """(reason, message) of the CR's Error=True condition; None while it reports no error."""
+    cond = next((c for c in (cr.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "Error" and c.get("status") == "True"), None)
+    return (cond.get("reason") or "?", cond.get("message") or "") if cond else None
+
+
+def nvidiadrivers_for_node(snap: ClusterSnapshot, node: str) -> list[Obj]:
+    """The NVIDIADriver CRs that select the node, as the operator's nodeSelector validator reads them.
+
+    v26.7 names a node's CR in the owner label. Otherwise a CR selects by spec.nodeSelector, an unset one meaning
+    every GPU node (nvidia.com/gpu.present=true, GetNodeSelector); a v26.7 CR with spec.default=true is the
+    fallback of nodes no other CR selects. More than one selecting CR is a conflict: the node gets no driver.
+    """
+    labels = labels_of(snap.node_by_name.get(node, {}))
+    owner = labels.get(_DRIVER_OWNER_LABEL)
+    if owner:
+        return [cr for cr in snap.nvidiadrivers if name_of(cr) == owner]
+
+    def default(cr: Obj) -> bool:
+        return bool((cr.get("spec") or {}).get("default"))
+
+    chosen = [cr for cr in snap.nvidiadrivers if not default(cr) and match_labels(
+        (cr.get("spec") or {}).get("nodeSelector") or {"nvidia.com/gpu.present": "true"}, labels)]
+    return chosen or [cr for cr in snap.nvidiadrivers if default(cr)]
+
+
+def nvidiadriver_problem(snap: ClusterSnapshot, node: str) -> str:
+    """Why no NVIDIADriver deploys a driver on the node, in the CRs' own words; '' when nothing says so."""
+    crs = nvidiadrivers_for_node(snap, node)
+    if not crs:
+        shown = "; ".join(f"{name_of(cr)}: {(cr.get('spec') or {}).get('nodeSelector')}" for cr in snap.nvidiadrivers)
+        return f"no NVIDIADriver selects this node (nodeSelectors: {shown}), so no driver is deployed on it"
+    said = [f"NVIDIADriver {name_of(cr)} reports {err[0]}: {err[1]}" if err[1] else
+            f"NVIDIADriver {name_of(cr)} reports {err[0]}"
+            for cr in crs if (err := nvidiadriver_error(cr)) is not None and err[0] != "DriverNotReady"]
+    if said:
+        return "; ".join(said)
+    if len(crs) > 1:
+        return (f"NVIDIADrivers {', '.join(name_of(cr) for cr in crs)} all select this node; the operator deploys "
+                "none of them on a node two select (ConflictingNodeSelector)")
+    return ""
+
+
 def driver_mode(snap: ClusterSnapshot, node: str) -> DriverMode:
     """Which driver configuration a GPU node is in, from its driver pod, deploy label and the ClusterPolicy."""
     label = labels_of(snap.node_by_name.get(node, {})).get(ops.DRIVER.deploy_label)
@@ -266,7 +317,9 @@ def driver_mode(snap: ClusterSnapshot, node: str) -> DriverMode:
         elif not snap.nvidiadrivers:
             problem = "spec.driver.useNvidiaDriverCRD=true but no NVIDIADriver CR exists, so no driver is deployed"
         else:
-            problem = ""
+            # The CR's own condition says why this node has no driver pod (a conflicting nodeSelector, a failed
+            # reconcile) better than a missing DaemonSet pod does.
+            problem = nvidiadriver_problem(snap, node)
         names = ", ".join(name_of(d) for d in snap.nvidiadrivers) or "none"
         return DriverMode("operator", f"operator driver container via NVIDIADriver CR ({names})", problem=problem,
                           via_crd=True)

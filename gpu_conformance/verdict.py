@@ -19,11 +19,17 @@ class RootCause:
     message: str
     # From a gate check (node health): every other failure on the node is its consequence, whatever its layer.
     gate: bool = False
+    # A pause (cordon, driver upgrade step, MIG change), not a break: it holds back only the probe.
+    pause: bool = False
 
     def covers(self, check: Check) -> bool:
         """Whether a failure of `check` on this node is explained by (blocked behind) this root cause."""
         if check.id == self.check_id:
             return False
+        if self.pause:
+            # A paused node is still judged layer by layer (a broken component under a pause is its root cause);
+            # only the probe, which needs a schedulable node with its operands in place, waits for the pause.
+            return check.layer == Layer.PROBE
         return self.gate or self.layer.index < check.layer.index
 
     def to_dict(self) -> dict[str, Any]:
@@ -38,12 +44,13 @@ class NodeVerdict:
     node: str
     layers: dict[Layer, Status] = field(default_factory=dict)
     root_cause: RootCause | None = None
-    # A transient state (driver upgrade, MIG change) that pauses later layers without being a break.
+    # A transient state (cordon, driver upgrade step, MIG change), recorded whatever the layers say. It makes the
+    # node INCOMPLETE (not probed) only while no layer fails: a failure under a pause is still the root cause.
     transient: RootCause | None = None
 
     @property
     def stop(self) -> RootCause | None:
-        """What ends this node's chain: a root cause, else a transient pause."""
+        """What ends this node's chain: a root cause, else a pause (which holds back only the probe)."""
         return self.root_cause or self.transient
 
     def blocked_reason(self) -> str:
@@ -109,6 +116,10 @@ def decide(
 ) -> Verdict:
     """Per GPU node: a failing gate check (node health) first, else the first failing layer, is the root cause.
 
+    No node is exempt: a pause (a transient warning: cordon, driver upgrade step, paused deploy label, MIG change)
+    is recorded and holds back the probe, but every layer is still judged; the node is paused (INCOMPLETE) only
+    when none fails. What a pause explains the checks themselves report as warnings.
+
     A cluster-wide failure stops every node only when it is `blocking` (no CRD, no ClusterPolicy, operator down);
     a non-blocking one (operand states notReady that no node explains) fails its check without hiding the nodes.
     """
@@ -150,7 +161,7 @@ def decide(
             if nv.root_cause is not None and nv.root_cause.gate:
                 nv.layers[layer] = Status.FAIL if layer == nv.root_cause.layer else Status.BLOCKED
                 continue
-            if nv.stop is not None:
+            if nv.root_cause is not None or (layer == Layer.PROBE and nv.transient is not None):
                 nv.layers[layer] = Status.BLOCKED
                 continue
             if layer not in layers_run:
@@ -163,10 +174,12 @@ def decide(
                 ff = _first_fail(fs, check_order)
                 assert ff is not None
                 nv.root_cause = RootCause(layer, ff.check_id, ff.message)
-            else:
+            elif nv.transient is None:
+                # Recorded, and the node's later layers still judged: what the pause itself explains the checks
+                # already report as a warning; anything else failing there is the node's root cause.
                 tr = next((f for f in fs if f.status == Status.WARN and f.evidence.get("transient")), None)
                 if tr is not None:
-                    nv.transient = RootCause(layer, tr.check_id, tr.message)
+                    nv.transient = RootCause(layer, tr.check_id, tr.message, pause=True)
         nodes.append(nv)
     node_by_name = {nv.node: nv for nv in nodes}
 

@@ -73,16 +73,39 @@ def test_warn_does_not_fail_and_missing_probe_layer_is_incomplete() -> None:
     assert v.overall == INCOMPLETE
 
 
-def test_transient_pause_blocks_later_layers_without_failing() -> None:
-    findings = per_node({("DPL-X", "n1"): Status.FAIL, ("PRB-X", "n1"): Status.FAIL})
+def _paused(status_by: dict[tuple[str, str], Status]) -> list[Finding]:
+    findings = per_node(status_by)
+    findings = [f for f in findings if not (f.check_id == "DRV-X" and f.node == "n1")]
     findings.append(Finding(Status.WARN, "paused for driver upgrade", node="n1",
                             evidence={"transient": True}, check_id="DRV-X"))
-    findings = [f for f in findings if not (f.check_id == "DRV-X" and f.node == "n1" and f.status == Status.PASS)]
-    v = decide(CHECKS, findings, NODES)
+    return findings
+
+
+def test_pause_with_healthy_layers_is_incomplete_and_holds_back_only_the_probe() -> None:
+    v = decide(CHECKS, _paused({}), NODES)
     n1 = v.nodes[0]
     assert n1.root_cause is None and n1.transient and n1.transient.message == "paused for driver upgrade"
-    assert n1.layers[Layer.DEVICE_PLUGIN] == Status.BLOCKED
-    assert v.outcomes["DPL-X"].status == Status.BLOCKED and "paused" in v.outcomes["DPL-X"].reason
+    # the layers after the pause are judged, not blocked; only the probe waits for it
+    assert n1.layers[Layer.DEVICE_PLUGIN] == Status.PASS and n1.layers[Layer.PROBE] == Status.BLOCKED
+    assert v.outcomes["DPL-X"].status == Status.PASS
+    assert v.overall == INCOMPLETE
+
+
+def test_failure_under_a_pause_is_the_root_cause() -> None:
+    v = decide(CHECKS, _paused({("DPL-X", "n1"): Status.FAIL, ("PRB-X", "n1"): Status.FAIL}), NODES)
+    n1 = v.nodes[0]
+    assert n1.transient is not None  # recorded
+    assert n1.root_cause and n1.root_cause.check_id == "DPL-X" and n1.layers[Layer.DEVICE_PLUGIN] == Status.FAIL
+    assert v.outcomes["DPL-X"].status == Status.FAIL and v.outcomes["DPL-X"].failing_nodes == ["n1"]
+    assert v.outcomes["PRB-X"].blocked_nodes == ["n1"]
+    assert v.overall == NOT_CONFORMANT
+
+
+def test_probe_failure_on_a_paused_node_is_held_back_by_the_pause() -> None:
+    v = decide(CHECKS, _paused({("PRB-X", "n1"): Status.FAIL}), NODES)
+    assert v.nodes[0].root_cause is None
+    o = v.outcomes["PRB-X"]
+    assert o.status == Status.BLOCKED and o.blocked_nodes == ["n1"] and o.reason.startswith("paused (")
     assert v.overall == INCOMPLETE
 
 

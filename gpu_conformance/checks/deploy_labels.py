@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from gpu_conformance import upgrade_states as upg
 from gpu_conformance import versions
 from gpu_conformance.checks.common import enabled_operands
-from gpu_conformance.checks.pods import why_no_pod
+from gpu_conformance.checks.pods import UPGRADE_BRINGUP, why_no_pod
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.facts import facts, operand_daemonsets, operand_pods
@@ -18,7 +19,7 @@ from gpu_conformance.operands import (
 from gpu_conformance.settings import Settings
 
 L = Layer.DEPLOY_LABELS
-UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+UPGRADE_STATE_LABEL = upg.UPGRADE_STATE_LABEL
 
 
 def _mig_capable(labels: dict[str, str]) -> bool:
@@ -93,11 +94,19 @@ def daemonsets_match_labels(snap: ClusterSnapshot, settings: Settings) -> list[F
             n = name_of(node)
             labelled = labels_of(node).get(o.deploy_label) == "true"
             # The MPS control daemon-style extra selectors do not apply to these operands.
+            mode = facts(snap).driver_modes.get(n)
+            if labelled and n not in on_nodes and o is DRIVER and mode is not None and mode.problem:
+                # NVIDIADriver CRs place the driver by their own nodeSelector: the CR's condition (DRV-001) says why
+                # no driver pod is here better than the deploy label can.
+                continue
+            if labelled and n not in on_nodes and upg.upgrade_state(labels_of(node)) in UPGRADE_BRINGUP:
+                continue  # the driver upgrade step is bringing its operands back (DRV-002 says which step)
             if labelled and n not in on_nodes:
                 why = why_no_pod(snap, dss[0], n)
                 problems.setdefault(n, []).append(f"{o.daemonset}: label true but no pod"
                                                   + (f" ({why})" if why else ""))
-            elif not labelled and n in on_nodes:
+            elif not labelled and n in on_nodes and "paused-for-" not in (labels_of(node).get(o.deploy_label) or ""):
+                # A paused label withdraws the pod: the DaemonSet controller is deleting it, not misplacing it.
                 problems.setdefault(n, []).append(
                     f"{o.daemonset}: pod runs although {o.deploy_label.removeprefix(DEPLOY_PREFIX)}="
                     f"{labels_of(node).get(o.deploy_label) or '<absent>'}")

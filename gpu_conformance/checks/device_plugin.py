@@ -17,6 +17,8 @@ from gpu_conformance.checks.common import operator_version
 from gpu_conformance.checks.driver_toolkit import stage_message, validator_chain
 from gpu_conformance.checks.pods import (
     PodProblem,
+    explained_by_pause,
+    explained_by_upgrade,
     label_gate,
     last_log,
     logs_cmd,
@@ -163,6 +165,12 @@ def device_plugin_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[F
                                 "device plugin", disabled, "spec.devicePlugin.enabled", explain)
 
 
+def _explained(snapshot: ClusterSnapshot, node: str, finding: Finding) -> Finding:
+    """A resource failure the device plugin's pause, or its coming back in a driver upgrade step, explains."""
+    finding = explained_by_pause(snapshot, node, ops.DEVICE_PLUGIN, finding)
+    return explained_by_upgrade(snapshot, node, operand_pod(snapshot, ops.DEVICE_PLUGIN, node), finding)
+
+
 def _expected_resource(snapshot: ClusterSnapshot) -> str:
     if snapshot.policy_spec("mig", "strategy") == "mixed":
         return f"{GPU} or {MIG_PREFIX}<profile>"
@@ -203,8 +211,9 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> li
         present = node_labels(snapshot, node).get("nvidia.com/gpu.present")
         msg = (f"{node} advertises no usable GPU: {shown} (expected {_expected_resource(snapshot)} > 0) — {why}; "
                f"nvidia.com/gpu.present={present} only means the hardware was detected")
-        out.append(Finding(Status.FAIL, msg, node=node, evidence=ev,
-                           kubectl=f"kubectl describe node {node}"))
+        out.append(_explained(snapshot, node,
+                                      Finding(Status.FAIL, msg, node=node, evidence=ev,
+                                              kubectl=f"kubectl describe node {node}")))
     return out
 
 
@@ -234,9 +243,10 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -
         if short:
             parts = [f"{r} allocatable {a} < capacity {c}: {c - a} of {c} devices unhealthy" for r, c, a in short]
             pod = operand_pod(snapshot, ops.DEVICE_PLUGIN, node)
-            out.append(Finding(Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds "
-                               "devices the device plugin reports unhealthy)", node=node, evidence=ev,
-                               kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}"))
+            out.append(_explained(snapshot, node, Finding(
+                Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds devices the device plugin reports "
+                "unhealthy)", node=node, evidence=ev,
+                kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}")))
         else:
             out.append(Finding(Status.PASS, f"allocatable equals capacity for "
                                f"{', '.join(resources)}", node=node, evidence=ev))
@@ -281,8 +291,9 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
               "expected": {r: str(e) for r, e, _ in pairs}, "basis": basis}
         if bad:
             parts = [f"capacity {r}={o if o is not None else 'absent'} but GFD expects {e}" for r, e, o in bad]
-            out.append(Finding(Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device "
-                               "plugin does not advertise every GPU GFD sees", node=node, evidence=ev))
+            out.append(_explained(snapshot, node, Finding(
+                Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device plugin does not advertise every "
+                "GPU GFD sees", node=node, evidence=ev)))
         else:
             shown = ", ".join(f"{r}={o}" for r, _, o in pairs)
             out.append(Finding(Status.PASS, f"capacity {shown} matches GFD ({basis})", node=node,
@@ -388,10 +399,10 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
                        "restarts": stuck["restarts"]})
             if log:
                 ev["log"] = log
-            out.append(Finding(Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log),
-                               node=node, evidence=ev,
-                               kubectl=logs_cmd(ns, pod, "plugin-validation",
-                                                previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))
+            out.append(explained_by_upgrade(snapshot, node, pod, Finding(
+                Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
+                kubectl=logs_cmd(ns, pod, "plugin-validation",
+                                 previous=stuck["restarts"] > 0 and stuck["state"] == "waiting"))))
     return out
 
 

@@ -12,17 +12,20 @@ from dataclasses import replace
 from typing import Any
 
 from gpu_conformance import operands as ops
+from gpu_conformance import upgrade_states as upg
 from gpu_conformance.checks.pods import (
     HINT_RUNTIME,
     RESTART_WARN,
     PodProblem,
     StartProblem,
     app_pod,
+    explained_by_upgrade,
     label_gate,
     last_log,
     logs_cmd,
     missing_pod_finding,
     namespace,
+    node_labels,
     operand_pod_findings,
     plural,
     pod_problem,
@@ -82,7 +85,8 @@ def driver_mode(snapshot: ClusterSnapshot, node: str) -> DriverMode:
        kubectl="kubectl get clusterpolicy -o jsonpath='{.items[0].spec.driver.enabled}' ; "
                "kubectl get node {node} -L nvidia.com/gpu.deploy.driver",
        detects="node in host/pre-installed driver mode when --expect-driver=operator (or the reverse); "
-               "useNvidiaDriverCRD without an NVIDIADriver CR")
+               "useNvidiaDriverCRD without an NVIDIADriver CR; a node no NVIDIADriver selects, or whose CRs report "
+               "an error (ConflictingNodeSelector, ReconcileFailed), in the CR's words")
 def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     expect = settings.expect_driver
     out = []
@@ -109,7 +113,8 @@ def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[
        hint=HINT_DRIVER + " " + HINT_ORDER,
        kubectl="kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node} | grep driver",
        detects="driver pod missing, stuck in k8s-driver-manager, nvidia-driver-ctr crash-looping or not Ready; "
-               "WARN on restarts")
+               "driver upgrade-failed (nvidia.com/gpu-driver-upgrade-state); upgrade steps in progress reported as a "
+               "pause, an unknown upgrade state as a warning; WARN on restarts")
 def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
@@ -144,7 +149,64 @@ def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Find
             version = image_tag(img).split("-")[0]  # 580.126.20-ubuntu22.04 -> 580.126.20
             detail = f" (driver {version})" if version else ""
             out.append(restart_warn_or_pass(ns, node, pod, "driver pod", detail))
+        out[-1] = _under_upgrade(snapshot, node, pod, out[-1])
     return out
+
+
+def _not_ready_restarts(pod: Obj) -> int:
+    """The most restarts of a container (init or not) that is not Ready: what isDriverPodFailing counts."""
+    st = pod.get("status", {})
+    return max((c.get("restartCount", 0) or 0 for c in (st.get("initContainerStatuses") or [])
+                + (st.get("containerStatuses") or []) if not c.get("ready")), default=0)
+
+
+def _under_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, f: Finding) -> Finding:
+    """The driver pod's finding read with the node's driver upgrade state.
+
+    upgrade-failed is a failure in the driver's own words; a step in progress is a pause while the driver is
+    healthy, and while the pod-restart step replaces the driver pod (up to the restarts after which the upgrade
+    controller itself gives up); anything else broken under a pause stays the node's root cause.
+    """
+    state = upg.upgrade_state(node_labels(snapshot, node))
+    if state is None or state in ("", upg.DONE) or f.status == Status.NA:
+        return f
+    label = f"{upg.UPGRADE_STATE_LABEL}={state}"
+    ev = {**f.evidence, upg.UPGRADE_STATE_LABEL: state}
+    if not upg.known(state):
+        if f.status == Status.FAIL:
+            return replace(f, evidence=ev)
+        known = ", ".join(v for v in upg.STATES if v)
+        return replace(f, status=Status.WARN, evidence=ev,
+                       message=f"unknown driver upgrade state {label} (known: {known}); {f.message}")
+    st = upg.STATES[state]
+    if state == upg.FAILED:
+        if f.status == Status.FAIL:
+            return replace(f, evidence=ev, message=f"driver upgrade failed ({label}; {st.doing}): {f.message}")
+        name = name_of(pod) if pod is not None else "?"
+        return replace(f, status=Status.FAIL, evidence=ev,
+                       message=f"driver upgrade failed ({label}): driver pod {name} is Ready, so an earlier step "
+                               "failed (drain, pod deletion or the validator's 600 s) — the node stays cordoned "
+                               "until its driver pod is in sync with its DaemonSet; the node's GPUDriverUpgrade "
+                               "events say which step",
+                       kubectl=f"kubectl get events -A --field-selector involvedObject.name={node},"
+                               "reason=GPUDriverUpgrade")
+    if not st.in_progress:  # upgrade-required: the old driver still serves the node
+        if f.status == Status.PASS:
+            return replace(f, status=Status.WARN, evidence=ev, message=f"{st.doing} ({label}); {f.message}")
+        return replace(f, evidence=ev)
+    if f.status != Status.FAIL:
+        return replace(f, status=Status.WARN, evidence={**ev, "transient": True},
+                       message=f"transient: {st.doing} ({label}); {f.message}")
+    # The driver restarting in validation-required happens too (the source says so): the same limits apply.
+    replacing = state in (upg.POD_RESTART, upg.VALIDATION) and (
+        pod is None or (pod_problem(snapshot, pod).start is None
+                        and _not_ready_restarts(pod) <= upg.DRIVER_POD_FAILING_RESTARTS))
+    if replacing:
+        return replace(f, status=Status.WARN, evidence={**ev, "transient": True},
+                       message=f"transient: {st.doing} ({label}): {f.message} — the upgrade controller marks the "
+                               f"node upgrade-failed once a container restarts more than "
+                               f"{upg.DRIVER_POD_FAILING_RESTARTS} times")
+    return replace(f, evidence=ev, message=f"{f.message} (during the driver upgrade step {state})")
 
 
 @check("DRV-003", L, "Container toolkit pod Ready",
@@ -196,7 +258,8 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
             continue
         pod = operand_pod(snapshot, ops.VALIDATOR, node)
         if pod is None:
-            out.append(missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator"))
+            out.append(explained_by_upgrade(snapshot, node, None,
+                                            missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator")))
             continue
         chain = validator_chain(pod)
         missing = [c for c in DRIVER_LAYER_CHAIN if c not in chain]
@@ -226,11 +289,11 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
                 ev["message"] = stuck["message"]
             if log:
                 ev["log"] = log
-            out.append(Finding(Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}",
-                                                                log), node=node, evidence=ev,
-                               hint=f"{hint} {HINT_ORDER}".strip(),
-                               kubectl=logs_cmd(ns, pod, stuck["name"],
-                                                previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))
+            out.append(explained_by_upgrade(snapshot, node, pod, Finding(
+                Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
+                hint=f"{hint} {HINT_ORDER}".strip(),
+                kubectl=logs_cmd(ns, pod, stuck["name"],
+                                 previous=stuck["restarts"] > 0 and stuck["state"] == "waiting"))))
         elif stuck is None and not pod_ready(pod):
             out.append(problem_finding(snapshot, ns, node, pod, "validator pod",
                                        "all validations completed but the validator container is not running",

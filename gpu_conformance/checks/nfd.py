@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_conformance import upgrade_states as upg
 from gpu_conformance.checks.common import cluster_finding
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text
@@ -125,7 +126,8 @@ def _conditions(node: dict) -> dict[str, dict]:
        hint="A node that is NotReady or Unknown has a kubelet or container runtime that stopped working (the node "
             "controller then taints it not-ready/unreachable); every operand pod on it looks broken as a "
             "consequence. Fix the node first: `systemctl status kubelet containerd` and `journalctl -u kubelet` "
-            "on it. A cordoned node is reported, not failed, and not probed.",
+            "on it. A cordoned node is reported, not failed, and not probed; its operands are still judged, so a "
+            "broken driver under a cordon (e.g. driver upgrade state upgrade-failed) is its root cause.",
        kubectl="kubectl describe node {node} | sed -n '/Conditions:/,/Addresses:/p'",
        detects="GPU node NotReady/Unknown (kubelet or runtime down), under memory/disk/PID pressure or network "
                "unavailable; cordoned nodes and nodes excluded with gpu.deploy.operands=false reported",
@@ -160,11 +162,17 @@ def node_health(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
                                     "pods, GPU operands included", node=n, evidence=ev))
             continue
         if node.get("spec", {}).get("unschedulable"):
-            findings.append(Finding(Status.WARN, "node is cordoned (spec.unschedulable): running GPU pods keep "
-                                    "their GPUs, but no new pod lands here, so it is not probed", node=n,
+            state = upg.upgrade_state(labels_of(node))
+            by = (f" by the driver upgrade ({upg.UPGRADE_STATE_LABEL}={state})"
+                  if state in upg.STATES and upg.STATES[state].cordoned else "")
+            findings.append(Finding(Status.WARN, f"node is cordoned (spec.unschedulable){by}: running GPU pods keep "
+                                    "their GPUs, but no new pod lands here, so it is not probed; its operands are "
+                                    "judged as on any node", node=n,
                                     evidence={**ev, "field": "spec.unschedulable", "observed": True,
                                               "expected": False, "cordoned": True,
-                                              # Maintenance, not a break: later layers pause (INCOMPLETE).
+                                              upg.UPGRADE_STATE_LABEL: state,
+                                              # Maintenance, not a break: a pause (no probe). The later layers are
+                                              # still judged, and a broken component there is the root cause.
                                               "transient": True}))
             continue
         findings.append(Finding(Status.PASS, "node Ready, no pressure, schedulable", node=n, evidence=ev))

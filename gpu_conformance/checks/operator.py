@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from gpu_conformance import upgrade_states as upg
 from gpu_conformance import versions
 from gpu_conformance.checks.common import (
     cluster_finding,
@@ -21,7 +22,7 @@ from gpu_conformance.cluster.podstate import (
     stuck_init_container,
 )
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.facts import facts, operand_pod
+from gpu_conformance.facts import facts, nvidiadriver_error, operand_pod
 from gpu_conformance.facts import operand_daemonsets as daemonsets_of  # OPR-006's function has the name
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (
@@ -130,11 +131,14 @@ def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str
 @check("OPR-003", L, "ClusterPolicy is ready and reconciled",
        hint="status.state=ready is not enough: Ready must be True with reason Reconciled. NoGPUNodes and "
             "NFDLabelsMissing also report 'ready'. notReady with OperandNotReady names operand states whose pods "
-            "are unavailable on some node: a symptom, judged per node by the later layers.",
+            "are unavailable on some node: a symptom, judged per node by the later layers. v26.7 with NVIDIADriver "
+            "CRs also stays notReady while a driver rollout is open (nodes in a driver upgrade state other than "
+            "upgrade-done): each such node is judged by its upgrade state (DRV-002).",
        kubectl="kubectl get clusterpolicies.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} "
                "{.status.state} {.status.conditions}{\"\\n\"}{end}'",
        detects="no GPU nodes, NFD labels missing, never reconciled, reconcile errors; operand states notReady "
-               "that no node's unavailable pod explains")
+               "that no node's unavailable pod explains, or a v26.7 NVIDIADriver rollout no node's upgrade state "
+               "explains")
 def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     cp = snap.active_clusterpolicy
     if cp is None:
@@ -170,11 +174,49 @@ def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Findi
         msg = f"ClusterPolicy state={state}, Ready={ready.get('status', '?')} reason={reason or '?'}" + (
             f": {message}" if message else "")
         return [cluster_finding(Status.FAIL, msg, **ev)]
-    return [_operand_states_finding(snap, not_ready_states(message), ev)]
+    return [_operand_states_finding(snap, not_ready_states(message), ev, NVIDIADRIVER_ROLLOUT in message)]
 
 
-def _operand_states_finding(snap: ClusterSnapshot, named: list[str], ev: dict) -> Finding:
-    """notReady because of operand states: which states, on which nodes; a symptom where nodes explain it."""
+# v26.7.0 with useNvidiaDriverCRD: the ClusterPolicy stays notReady (OperandNotReady) while any node an NVIDIADriver
+# owns is in a driver upgrade state other than upgrade-done / unset — pending, in progress or failed.
+NVIDIADRIVER_ROLLOUT = "NVIDIADriver upgrade has not completed"
+
+
+def driver_rollout_nodes(snap: ClusterSnapshot) -> dict[str, list[str]]:
+    """Nodes that keep a v26.7 NVIDIADriver rollout open, by upgrade state, as the operator counts them.
+
+    The operator counts nodes labelled with their NVIDIADriver owner and skips those opted out of upgrades; a
+    snapshot where no node carries the owner label (an older operator) is read by the state label alone.
+    """
+    owned = [n for n in snap.nodes if upg.DRIVER_OWNER_LABEL in labels_of(n)] or snap.nodes
+    by_state: dict[str, list[str]] = {}
+    for n in owned:
+        labels = labels_of(n)
+        state = upg.upgrade_state(labels)
+        if labels.get(upg.UPGRADE_SKIP_LABEL) != "true" and upg.rollout_incomplete(state):
+            by_state.setdefault(str(state), []).append(name_of(n))
+    return by_state
+
+
+def _rollout_part(by_state: dict[str, list[str]]) -> str:
+    def names(ns: list[str]) -> str:
+        return ", ".join(ns[:5]) + (" …" if len(ns) > 5 else "")
+
+    failed = by_state.get(upg.FAILED, [])
+    pending = by_state.get(upg.PENDING, [])
+    moving = {s: ns for s, ns in by_state.items() if s not in (upg.FAILED, upg.PENDING)}
+    parts = []
+    if failed:
+        parts.append(f"upgrade-failed on {names(failed)} (a driver failure, see DRV-002)")
+    parts += [f"{s} on {names(ns)}" for s, ns in sorted(moving.items())]
+    if pending:
+        parts.append(f"pending (upgrade-required) on {names(pending)}")
+    return f"NVIDIADriver driver upgrade not completed: {', '.join(parts)}"
+
+
+def _operand_states_finding(snap: ClusterSnapshot, named: list[str], ev: dict, rollout: bool = False) -> Finding:
+    """notReady because of operand states or a v26.7 NVIDIADriver rollout: which states, on which nodes; a symptom
+    where nodes explain it (each such node is judged on its own: a pause, or a root cause)."""
     states = list(named)
     for o in OPERANDS:  # before v23.9 no message names the states: read the DaemonSets as the operator does
         if o.state not in states and any((d.get("status") or {}).get("numberUnavailable")
@@ -192,22 +234,28 @@ def _operand_states_finding(snap: ClusterSnapshot, named: list[str], ev: dict) -
             upgrading[st] = outdated
         else:
             unexplained.append(st)
+    rollout_nodes = driver_rollout_nodes(snap) if rollout else {}
+    if rollout and not rollout_nodes:
+        unexplained.append(NVIDIADRIVER_ROLLOUT)
     ev = {**ev, "observed": {"states not ready": states, "unavailable on": where,
-                             "driver pods on an old revision (OnDelete)": upgrading},
+                             "driver pods on an old revision (OnDelete)": upgrading,
+                             **({"NVIDIADriver upgrade states": rollout_nodes} if rollout else {})},
           "expected": "every not-ready state explained by unavailable pods on named nodes"}
     parts = [f"{st} (unavailable on {', '.join(n[:5])}{' …' if len(n) > 5 else ''})" for st, n in where.items()]
     parts += [f"{st} (DaemonSet {', '.join(ds)}: pods on an old revision, upgrade pending)"
               for st, ds in upgrading.items()]
+    if rollout_nodes:
+        parts.append(_rollout_part(rollout_nodes))
     if unexplained:
         return Finding(Status.FAIL, "ClusterPolicy notReady (OperandNotReady): no node explains "
                        f"{', '.join(unexplained)}" + (f"; also {'; '.join(parts)}" if parts else "")
                        + ": read the operator log for these states", evidence=ev, blocking=False)
-    if not states:
+    if not states and not rollout_nodes:
         return Finding(Status.FAIL, "ClusterPolicy notReady (OperandNotReady) without naming a state, and every "
                        "operand DaemonSet is available: read the operator log", evidence=ev, blocking=False)
     return Finding(Status.WARN, "ClusterPolicy notReady (OperandNotReady) — a symptom of: " + "; ".join(parts)
-                   + ". Each of those nodes has its own root cause below; the other nodes are judged on their own",
-                   evidence=ev, blocking=False)
+                   + ". Each of those nodes is judged below (a root cause, or a pause while its components are "
+                   "healthy); the other nodes are judged on their own", evidence=ev, blocking=False)
 
 
 @check("OPR-004", L, "operator Deployment is available",
@@ -280,7 +328,8 @@ def operator_version_known(snap: ClusterSnapshot, settings: Settings) -> list[Fi
        hint="The operator creates one DaemonSet per enabled state; a missing one means its state failed "
             "(see the operator log) or was deleted and not yet recreated.",
        kubectl="kubectl -n {ns} get daemonsets",
-       detects="an operand DaemonSet deleted or never created; a disabled operand still deployed")
+       detects="an operand DaemonSet deleted or never created (with NVIDIADriver CRs: their error condition "
+               "quoted); a disabled operand still deployed")
 def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if snap.active_clusterpolicy is None:
         return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
@@ -294,7 +343,10 @@ def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Findin
             if NVIDIADRIVER_CRD not in snap.crds or not snap.nvidiadrivers:
                 missing.append("NVIDIADriver CR (driver.useNvidiaDriverCRD=true)")
             elif not exists:
-                missing.append("driver DaemonSet owned by an NVIDIADriver")
+                said = [f"{name_of(cr)}: {err[0]}" + (f" — {err[1]}" if err[1] else "")
+                        for cr in snap.nvidiadrivers if (err := nvidiadriver_error(cr)) is not None]
+                missing.append("driver DaemonSet owned by an NVIDIADriver"
+                               + (f" (NVIDIADriver status: {'; '.join(said)})" if said else ""))
             else:
                 present.append("driver (NVIDIADriver)")
             continue

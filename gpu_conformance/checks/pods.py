@@ -9,10 +9,11 @@ come first because they make every later symptom (a validator "stuck" in driver-
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_conformance import operands as ops
+from gpu_conformance import upgrade_states as upg
 from gpu_conformance.cluster.podstate import (
     failing_container,
     pod_ready,
@@ -210,6 +211,58 @@ def label_gate(snapshot: ClusterSnapshot, node: str, operand: ops.Operand) -> Fi
     return None
 
 
+def paused_label(snapshot: ClusterSnapshot, node: str, operand: ops.Operand) -> str | None:
+    """The operand's deploy label value when k8s-driver-manager or the MIG manager paused it ('paused-for-*')."""
+    value = node_labels(snapshot, node).get(operand.deploy_label)
+    return value if value and "paused-for-" in value else None
+
+
+def explained_by_pause(snapshot: ClusterSnapshot, node: str, operand: ops.Operand, finding: Finding) -> Finding:
+    """A failure the operand's paused deploy label explains (its pod withdrawn on purpose) is a warning, not a break.
+
+    Only what follows from the operand's absence: the pause itself is LBL-001's transient finding.
+    """
+    value = paused_label(snapshot, node, operand)
+    if finding.status != Status.FAIL or value is None:
+        return finding
+    return replace(finding, status=Status.WARN,
+                   message=f"{finding.message} — explained by the pause {operand.deploy_label}={value}: the "
+                           f"{operand.key} is withdrawn while it lasts",
+                   evidence={**finding.evidence, "paused": f"{operand.deploy_label}={value}"})
+
+
+# Driver upgrade steps that bring the node's operands back: the upgrade controller itself ends them with
+# upgrade-failed (a driver container restarted more than 10 times; the validator not done within 600 s).
+UPGRADE_BRINGUP = (upg.POD_RESTART, upg.VALIDATION)
+
+
+def _coming_up(snapshot: ClusterSnapshot, pod: Obj | None) -> bool:
+    """A pod that is starting, not broken: absent (being created), or not Ready on a first attempt that neither
+    the registry nor the runtime refused."""
+    if pod is None:
+        return True
+    if pod_ready(pod) or start_problem(snapshot, pod) is not None:
+        return False
+    st = pod.get("status", {})
+    return all(not (c.get("restartCount") or 0) for c in (st.get("initContainerStatuses") or [])
+               + (st.get("containerStatuses") or []) if not c.get("ready"))
+
+
+def explained_by_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, finding: Finding) -> Finding:
+    """A failure of an operand the driver upgrade step is bringing back (first attempt, nothing refused) is a pause.
+
+    Within the step's own limits, which the upgrade controller enforces by moving the node to upgrade-failed; a
+    crash-looping, unpullable or refused pod is broken whatever the step, and stays a failure.
+    """
+    state = upg.upgrade_state(node_labels(snapshot, node))
+    if finding.status != Status.FAIL or state not in UPGRADE_BRINGUP or not _coming_up(snapshot, pod):
+        return finding
+    return replace(finding, status=Status.WARN,
+                   message=f"transient: {finding.message} — the driver upgrade step {state} is bringing the node's "
+                           "operands back (the upgrade controller marks the node upgrade-failed if it does not finish)",
+                   evidence={**finding.evidence, upg.UPGRADE_STATE_LABEL: state, "transient": True})
+
+
 def missing_pod_finding(snapshot: ClusterSnapshot, ns: str, node: str, operand: ops.Operand,
                         what: str) -> Finding:
     ds = next(iter(operand_daemonsets(snapshot, operand)), None)
@@ -254,10 +307,12 @@ def operand_pod_findings(snapshot: ClusterSnapshot, settings: Settings, operand:
             continue
         pod = operand_pod(snapshot, operand, node)
         if pod is None:
-            out.append(missing_pod_finding(snapshot, ns, node, operand, missing_what))
+            out.append(explained_by_upgrade(snapshot, node, None,
+                                            missing_pod_finding(snapshot, ns, node, operand, missing_what)))
         elif not pod_ready(pod):
             meaning, hint = explain(pod_problem(snapshot, pod))
-            out.append(problem_finding(snapshot, ns, node, pod, what, meaning, hint))
+            out.append(explained_by_upgrade(snapshot, node, pod,
+                                            problem_finding(snapshot, ns, node, pod, what, meaning, hint)))
         else:
             out.append(restart_warn_or_pass(ns, node, pod, what))
     return out
