@@ -531,7 +531,10 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
     for name in ctx.validator_inits:
         env = {"COMPONENT": name.removesuffix("-validation"), "WITH_WAIT": str(name == "driver-validation").lower()}
         if name == "plugin-validation":
-            env.update({"WITH_WORKLOAD": "false", "MIG_STRATEGY": ctx.mig, "OPERATOR_NAMESPACE": ns})
+            # The chart's validator.plugin.env set WITH_WORKLOAD=true through v23.3 (values.yaml), so plugin-validation
+            # then ran a pod asking for one GPU (nvidia-device-plugin-validator); false from v23.6.
+            workload = "true" if ctx.v < (23, 6, 0) else "false"
+            env.update({"WITH_WORKLOAD": workload, "MIG_STRATEGY": ctx.mig, "OPERATOR_NAMESPACE": ns})
         if name == "cuda-validation":
             env.update({"OPERATOR_NAMESPACE": ns, "VALIDATOR_IMAGE": val,
                         "VALIDATOR_RUNTIME_CLASS": ctx.runtime_class or ""})

@@ -12,7 +12,8 @@ xfail (it must keep failing until the fix lands, then the lead removes the field
 Override vocabulary (one key per list item):
 
     pod:            {app, node, status, container?, restarts?, exit_code?, message?, log?}
-                    status: Running | Init:Running | Init:<reason> | <reason> | SandboxFailed | Failed | Missing
+                    status: Running | NotReady | Init:Running | Init:<reason> | <reason> | SandboxFailed | Failed |
+                    Missing  (NotReady = running, its startup/readiness probe not passed yet)
                     (<reason>: CrashLoopBackOff, Error, ImagePullBackOff, ErrImagePull, CreateContainerError,
                     RunContainerError, StartError, OOMKilled ...; Init:Running = the init container loops)
     event:          {app, node | daemonset, reason, message, type?, count?}  (an Event about that pod or
@@ -178,6 +179,9 @@ def _pod_override(state: ClusterState, arg: dict[str, Any]) -> None:
     mains = [c["name"] for c in pod["spec"]["containers"]]
     if status == "Running":
         return
+    if status == "NotReady":
+        _running_not_ready(pod, arg.get("container") or mains[0], restarts, exit_code)
+        return
     if status == "SandboxFailed":
         _sandbox_failed(pod)
     elif status == "Failed":
@@ -200,6 +204,24 @@ def _pod_override(state: ClusterState, arg: dict[str, Any]) -> None:
         if key in arg:
             container = arg.get("container") or (inits if status.startswith("Init:") else mains)[0]
             snap.logs[(name_of(pod), container)] = str(arg[key])
+
+
+def _running_not_ready(pod: Obj, container: str, restarts: int, exit_code: int) -> None:
+    """Running, its startup/readiness probe not passed (yet): kubectl shows 0/1 Running.
+
+    With restarts, kubelet has killed it for failing its startup probe before (lastState terminated)."""
+    _, cs = factory._find_status(pod, "containerStatuses", container)
+    cs["ready"] = False
+    cs["started"] = False
+    cs["restartCount"] = restarts
+    if restarts:
+        cs["lastState"] = {"terminated": {"exitCode": exit_code, "reason": "Error", "startedAt": factory.T0,
+                                          "finishedAt": factory.T1}}
+    for c in pod["status"]["conditions"]:
+        if c["type"] in ("Ready", "ContainersReady"):
+            c["status"] = "False"
+            c["reason"] = "ContainersNotReady"
+            c["message"] = f"containers with unready status: [{container}]"
 
 
 def _sandbox_failed(pod: Obj) -> None:

@@ -121,3 +121,28 @@ def test_known_miss_and_suite_before_are_read(tmp_path: Path) -> None:
 def test_empty_known_miss_or_bad_suite_before_is_an_error(tmp_path: Path, extra: str) -> None:
     with pytest.raises(CaseError, match="case.yaml: (known_miss|suite_before)"):
         load_case(_case(tmp_path, "v25.3.4", extra))
+
+
+@pytest.mark.parametrize(("version", "workload"), [("v22.9.2", "true"), ("v23.3.2", "true"), ("v23.6.2", "false")])
+def test_plugin_validation_ran_a_workload_pod_through_v23_3(version: str, workload: str) -> None:
+    spec = daemonset(healthy_snapshot(version), "nvidia-operator-validator")["spec"]["template"]["spec"]
+    plugin = next(c for c in spec["initContainers"] if c["name"] == "plugin-validation")
+    assert {e["name"]: e["value"] for e in plugin["env"]}["WITH_WORKLOAD"] == workload
+
+
+def test_not_ready_pod_status_is_running_without_readiness(tmp_path: Path) -> None:
+    path = _case(tmp_path, "v23.9.2", overrides="  - pod: {app: nvidia-driver-daemonset, node: gpu-node-1, "
+                                                 "status: NotReady}\n")
+    pod = pod_for(build(load_case(path)).snapshot, "nvidia-driver-daemonset", "gpu-node-1")
+    cs = pod["status"]["containerStatuses"][0]
+    assert pod["status"]["phase"] == "Running" and "running" in cs["state"]
+    assert cs["ready"] is False and cs["restartCount"] == 0
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "False"
+
+
+def test_not_ready_with_restarts_was_killed_before(tmp_path: Path) -> None:
+    path = _case(tmp_path, "v23.9.2", overrides="  - pod: {app: nvidia-driver-daemonset, node: gpu-node-1, "
+                                                 "status: NotReady, restarts: 3, exit_code: 137}\n")
+    cs = pod_for(build(load_case(path)).snapshot, "nvidia-driver-daemonset", "gpu-node-1")["status"][
+        "containerStatuses"][0]
+    assert cs["restartCount"] == 3 and cs["lastState"]["terminated"]["exitCode"] == 137
