@@ -24,7 +24,8 @@ from real_case_loader import Case, ClusterState, build, case_files, load_case
 from gpu_conformance.sim.controlplane import SimCluster
 
 REPO = Path(__file__).resolve().parent.parent
-BASELINE_VERSIONS = ("v25.3.4", "v25.10.1", "v26.3.3", "v26.7.0")
+# The releases the cases run at, oldest (no status conditions, no driver component label) to newest.
+BASELINE_VERSIONS = ("v22.9.2", "v23.9.2", "v24.9.0", "v25.3.4", "v25.10.1", "v26.3.3", "v26.7.0")
 RUN_TIMEOUT = 120
 
 
