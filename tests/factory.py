@@ -31,8 +31,28 @@ T2 = "2026-10-01T09:06:00Z"   # init containers / cuda validator finished
 NFD_RELEASE = "gpu-operator-node-feature-discovery"
 DRIVER_CRD_DS = "nvidia-gpu-driver-ubuntu22.04-7c6d7bd86b"
 
-# Helm defaults per operator minor release (facts §0); an unknown version uses the nearest older row.
+# Helm defaults per operator minor release (facts §0; deployments/gpu-operator/values.yaml and the NFD sub-chart
+# version in Chart.yaml at v22.9.2, v23.3.2, v23.6.2, v23.9.2, v24.3.0, v24.6.2, v24.9.2); an unknown version uses
+# the nearest older row. "gfd": before v24.3 GFD shipped as its own image nvcr.io/nvidia/gpu-feature-discovery.
 _COMPONENTS: dict[tuple[int, int], dict[str, str]] = {
+    (22, 9): {"driver": "525.60.13", "manager": "v0.6.0", "toolkit": "v1.11.0-ubuntu20.04", "plugin": "v0.13.0-ubi8",
+              "dcgm_exporter": "3.1.3-3.1.2-ubuntu20.04", "mig_manager": "v0.5.0-ubuntu20.04", "nfd": "v0.10.1",
+              "gfd": "v0.7.0-ubi8"},
+    (23, 3): {"driver": "525.105.17", "manager": "v0.6.1", "toolkit": "v1.13.0-ubuntu20.04", "plugin": "v0.14.0-ubi8",
+              "dcgm_exporter": "3.1.7-3.1.4-ubuntu20.04", "mig_manager": "v0.5.2-ubuntu20.04", "nfd": "v0.12.1",
+              "gfd": "v0.8.0-ubi8"},
+    (23, 6): {"driver": "535.104.05", "manager": "v0.6.5", "toolkit": "v1.13.4-ubuntu20.04", "plugin": "v0.14.1-ubi8",
+              "dcgm_exporter": "3.1.8-3.1.5-ubuntu20.04", "mig_manager": "v0.5.3-ubuntu20.04", "nfd": "v0.13.1",
+              "gfd": "v0.8.1-ubi8"},
+    (23, 9): {"driver": "550.54.14", "manager": "v0.6.5", "toolkit": "v1.14.6-ubuntu20.04", "plugin": "v0.14.5-ubi8",
+              "dcgm_exporter": "3.3.0-3.2.0-ubuntu22.04", "mig_manager": "v0.6.0-ubuntu20.04", "nfd": "v0.14.2",
+              "gfd": "v0.8.2-ubi8"},
+    (24, 3): {"driver": "550.54.15", "manager": "v0.6.8", "toolkit": "v1.15.0-ubuntu20.04", "plugin": "v0.15.0-ubi8",
+              "dcgm_exporter": "3.3.5-3.4.1-ubuntu22.04", "mig_manager": "v0.7.0-ubuntu20.04", "nfd": "v0.15.4"},
+    (24, 6): {"driver": "550.90.07", "manager": "v0.6.10", "toolkit": "v1.16.2-ubuntu20.04", "plugin": "v0.16.2-ubi8",
+              "dcgm_exporter": "3.3.7-3.5.0-ubuntu22.04", "mig_manager": "v0.8.0-ubuntu20.04", "nfd": "v0.16.3"},
+    (24, 9): {"driver": "550.144.03", "manager": "v0.7.0", "toolkit": "v1.17.4-ubuntu20.04", "plugin": "v0.17.0",
+              "dcgm_exporter": "3.3.9-3.6.1-ubuntu22.04", "mig_manager": "v0.10.0-ubuntu20.04", "nfd": "v0.16.6"},
     (25, 3): {"driver": "580.82.07", "manager": "v0.8.1", "toolkit": "v1.17.8-ubuntu20.04", "plugin": "v0.17.4",
               "dcgm_exporter": "4.3.1-4.4.0-ubuntu22.04", "mig_manager": "v0.12.3-ubuntu20.04", "nfd": "v0.17.3"},
     (25, 10): {"driver": "580.105.08", "manager": "v0.9.1", "toolkit": "v1.18.1", "plugin": "v0.18.1",
@@ -272,6 +292,8 @@ def _gfd_labels(ctx: _Ctx) -> dict[str, str]:
         "nvidia.com/mig.capable": str(ctx.mig_capable).lower(), "nvidia.com/mps.capable": "false",
         "nvidia.com/vgpu.present": "false", "nvidia.com/gfd.timestamp": "1790845560",
     }
+    if ctx.v < (24, 3, 0):   # GFD labels MPS capability from v24.3 (signals.yaml nvidia.com/mps.capable)
+        del labels["nvidia.com/mps.capable"]
     if ctx.mig != "none":
         labels["nvidia.com/mig.strategy"] = ctx.mig
     if ctx.mig == "mixed":
@@ -302,7 +324,7 @@ def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
             labels["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-done"
         if ctx.gfd:
             labels.update(_gfd_labels(ctx))
-        if ctx.mig_capable:
+        if ctx.mig_capable and ctx.v >= (23, 3, 0):   # the MIG manager writes mig.config from v23.3
             labels["nvidia.com/mig.config"] = "all-1g.5gb" if ctx.mig == "mixed" else "all-disabled"
             labels["nvidia.com/mig.config.state"] = "success"
         if ctx.device_plugin:
@@ -329,7 +351,7 @@ def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
 def _cluster_policy(ctx: _Ctx) -> Obj:
     c = ctx.comp
     cdi: Obj = {"enabled": ctx.cdi, "default": False}
-    if ctx.v >= (26, 3, 0):
+    if versions.since(versions.CDI_NRI_PLUGIN, ctx.v):
         cdi["nriPluginEnabled"] = ctx.nri
     device_plugin: Obj = {"enabled": ctx.device_plugin, "repository": "nvcr.io/nvidia",
                           "image": "k8s-device-plugin", "version": c["plugin"]}
@@ -357,19 +379,25 @@ def _cluster_policy(ctx: _Ctx) -> Obj:
         "validator": {"plugin": {"env": []}},
         "gds": {"enabled": False}, "gdrcopy": {"enabled": False},
         "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
-        "cdi": cdi,
     }
+    if ctx.v >= (23, 3, 0):
+        # spec.cdi arrived with v23.3 (api/v1/clusterpolicy_types.go CDIConfigSpec); v22.9 has no such field.
+        spec["cdi"] = cdi
+    status: Obj = {"state": "ready", "namespace": ctx.ns}
+    if versions.since(versions.STATUS_CONDITIONS, ctx.v):
+        status["conditions"] = [
+            {"type": "Ready", "status": "True", "reason": "Reconciled", "lastTransitionTime": T2,
+             "message": "ClusterPolicy is ready as all resources have been successfully reconciled"},
+            {"type": "Error", "status": "False", "reason": "Ready", "lastTransitionTime": T2, "message": ""},
+        ]
     return {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
         "metadata": {"name": "cluster-policy", "uid": ctx.cp_uid, "creationTimestamp": T0, "generation": 1,
                      "labels": {"app.kubernetes.io/component": "gpu-operator",
                                 "app.kubernetes.io/managed-by": "Helm"}},
         "spec": spec,
-        "status": {"state": "ready", "namespace": ctx.ns, "conditions": [
-            {"type": "Ready", "status": "True", "reason": "Reconciled", "lastTransitionTime": T2,
-             "message": "ClusterPolicy is ready as all resources have been successfully reconciled"},
-            {"type": "Error", "status": "False", "reason": "Ready", "lastTransitionTime": T2, "message": ""},
-        ]},
+        # Before v23.9 the status holds only state and namespace (ClusterPolicyStatus at v23.6.2).
+        "status": status,
     }
 
 
@@ -482,10 +510,11 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
         tk_env = {"RUNTIME": "containerd", "CONTAINERD_RUNTIME_CLASS": "nvidia",
                   "RUNTIME_CONFIG": "/runtime/config-dir/config.toml",
                   "CONTAINERD_CONFIG": "/runtime/config-dir/config.toml",
-                  "RUNTIME_DROP_IN_CONFIG": "/runtime/config-dir.d/99-nvidia.toml",
-                  "RUNTIME_DROP_IN_CONFIG_HOST_PATH": "/etc/containerd/conf.d/99-nvidia.toml",
                   "RUNTIME_SOCKET": "/runtime/sock-dir/containerd.sock",
                   "CONTAINERD_SOCKET": "/runtime/sock-dir/containerd.sock"}
+        if versions.since(versions.RUNTIME_DROP_IN_CONFIG, ctx.v):
+            tk_env.update({"RUNTIME_DROP_IN_CONFIG": "/runtime/config-dir.d/99-nvidia.toml",
+                           "RUNTIME_DROP_IN_CONFIG_HOST_PATH": "/etc/containerd/conf.d/99-nvidia.toml"})
         if ctx.cdi:
             tk_env.update({"CDI_ENABLED": "true", "NVIDIA_RUNTIME_SET_AS_DEFAULT": "false",
                            "NVIDIA_CONTAINER_RUNTIME_MODE": "cdi", "CRIO_CONFIG_MODE": "config"})
@@ -502,7 +531,10 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
     for name in ctx.validator_inits:
         env = {"COMPONENT": name.removesuffix("-validation"), "WITH_WAIT": str(name == "driver-validation").lower()}
         if name == "plugin-validation":
-            env.update({"WITH_WORKLOAD": "false", "MIG_STRATEGY": ctx.mig, "OPERATOR_NAMESPACE": ns})
+            # The chart's validator.plugin.env set WITH_WORKLOAD=true through v23.3 (values.yaml), so plugin-validation
+            # then ran a pod asking for one GPU (nvidia-device-plugin-validator); false from v23.6.
+            workload = "true" if ctx.v < (23, 6, 0) else "false"
+            env.update({"WITH_WORKLOAD": workload, "MIG_STRATEGY": ctx.mig, "OPERATOR_NAMESPACE": ns})
         if name == "cuda-validation":
             env.update({"OPERATOR_NAMESPACE": ns, "VALIDATOR_IMAGE": val,
                         "VALIDATOR_RUNTIME_CLASS": ctx.runtime_class or ""})
@@ -528,15 +560,18 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
         out.append(_daemonset(ctx, ops.DEVICE_PLUGIN.daemonset, lab(ops.DEVICE_PLUGIN), sel(ops.DEVICE_PLUGIN),
                               inits, ctrs, runtime_class=ctx.runtime_class, owner=cp_owner,
                               annotations=nri_ann("nvidia-device-plugin")))
-        out.append(_daemonset(ctx, "nvidia-device-plugin-mps-control-daemon",
-                              {"app": "nvidia-device-plugin-mps-control-daemon"},
-                              {ops.DEVICE_PLUGIN.deploy_label: "true", "nvidia.com/mps.capable": "true"},
-                              [tk_validation], [_container("mps-control-daemon-ctr", plugin_img)],
-                              runtime_class=ctx.runtime_class, owner=cp_owner))
+        if ctx.v >= (24, 3, 0):   # the MPS control daemon arrived with v24.3 (signals.yaml)
+            out.append(_daemonset(ctx, "nvidia-device-plugin-mps-control-daemon",
+                                  {"app": "nvidia-device-plugin-mps-control-daemon"},
+                                  {ops.DEVICE_PLUGIN.deploy_label: "true", "nvidia.com/mps.capable": "true"},
+                                  [tk_validation], [_container("mps-control-daemon-ctr", plugin_img)],
+                                  runtime_class=ctx.runtime_class, owner=cp_owner))
     if ctx.gfd:
+        gfd_img = (f"nvcr.io/nvidia/gpu-feature-discovery:{c['gfd']}" if "gfd" in c
+                   else f"nvcr.io/nvidia/k8s-device-plugin:{c['plugin']}")
         out.append(_daemonset(ctx, ops.GFD.daemonset, lab(ops.GFD, **{"app.kubernetes.io/part-of": "nvidia-gpu"}),
                               sel(ops.GFD), [tk_validation],
-                              [_container("gpu-feature-discovery", f"nvcr.io/nvidia/k8s-device-plugin:{c['plugin']}",
+                              [_container("gpu-feature-discovery", gfd_img,
                                           {"GFD_SLEEP_INTERVAL": "60s", "GFD_FAIL_ON_INIT_ERROR": "true",
                                            "MIG_STRATEGY": ctx.mig}, command=["gpu-feature-discovery"])],
                               runtime_class=ctx.runtime_class, owner=cp_owner,

@@ -3,12 +3,17 @@
 A case names the healthy cluster it starts from (`cluster:`, the keyword arguments of
 factory.healthy_snapshot) and lists, as `overrides:`, only what the thread's user posted: pod states,
 events, node conditions, labels, the ClusterPolicy status, images. Everything else is what a healthy
-cluster of that operator version holds. `expect:` is the root cause the thread established.
+cluster of that operator version holds. `expect:` is the root cause the thread established, written down
+before the suite was run on the case.
+`suite_before:` records what the suite said when the case was added (verdict, and layer and check per node).
+`known_miss: <why>` marks a case where the suite today disagrees with the thread: the replay is then a strict
+xfail (it must keep failing until the fix lands, then the lead removes the field).
 
 Override vocabulary (one key per list item):
 
     pod:            {app, node, status, container?, restarts?, exit_code?, message?, log?}
-                    status: Running | Init:Running | Init:<reason> | <reason> | SandboxFailed | Failed | Missing
+                    status: Running | NotReady | Init:Running | Init:<reason> | <reason> | SandboxFailed | Failed |
+                    Missing  (NotReady = running, its startup/readiness probe not passed yet)
                     (<reason>: CrashLoopBackOff, Error, ImagePullBackOff, ErrImagePull, CreateContainerError,
                     RunContainerError, StartError, OOMKilled ...; Init:Running = the init container loops)
     event:          {app, node | daemonset, reason, message, type?, count?}  (an Event about that pod or
@@ -17,6 +22,7 @@ Override vocabulary (one key per list item):
                     unschedulable?, labels_remove_prefix?: [prefix], labels?: {key: value|null}, node_info?,
                     capacity?, allocatable?, remove_resources?: [name]}
     clusterpolicy:  {name?, status?: <raw status>, not_ready?: [states], message?, spec?: {dotted.path: value}}
+                    (not_ready before v23.9 writes only status.state: notReady, as those releases do)
     operator_image: <image reference of the operator Deployment>
     replace_image:  {from, to}  (every container image and env value equal to `from`, in every object; the
                     operator's own container keeps its image, as v25.10+ validators share the operator image)
@@ -36,6 +42,7 @@ from typing import Any
 import factory
 import yaml
 
+from gpu_conformance import versions
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 
 Obj = dict[str, Any]
@@ -74,6 +81,10 @@ class Case:
     overrides: list[dict[str, Any]]
     verdict: str
     nodes: dict[str, NodeExpectation]
+    # Why the suite today disagrees with the thread (None: it must agree); makes the replay a strict xfail.
+    known_miss: str | None = None
+    # What the suite said when the case was added: {verdict, nodes: {node: "<layer> (<check>)"}}.
+    suite_before: dict[str, Any] | None = None
 
 
 @dataclass
@@ -81,6 +92,8 @@ class ClusterState:
     """What the case's cluster holds: the snapshot plus what a snapshot does not carry."""
 
     snapshot: ClusterSnapshot
+    # The operator release the cluster runs (cluster.version): overrides write that release's object shapes.
+    version: str = ""
     crds: list[Obj] = field(default_factory=list)
     objects: list[Obj] = field(default_factory=list)
 
@@ -111,16 +124,22 @@ def load_case(path: Path) -> Case:
                                       bool(e.get("judged", True)))
     if not nodes:
         raise CaseError(f"{path.name}: expect.nodes names no node")
+    known_miss = data.get("known_miss")
+    if known_miss is not None and not (isinstance(known_miss, str) and known_miss.strip()):
+        raise CaseError(f"{path.name}: known_miss must say why the suite disagrees, not {known_miss!r}")
+    suite_before = data.get("suite_before")
+    if suite_before is not None and not (isinstance(suite_before, dict) and suite_before.get("verdict") in VERDICTS):
+        raise CaseError(f"{path.name}: suite_before needs a verdict, one of {VERDICTS}")
     return Case(id=path.stem, path=path, source=data["source"], title=data["title"],
                 operator_version=str(data["operator_version"]), summary=data["summary"],
                 cluster=dict(data["cluster"]), overrides=list(data.get("overrides") or []), verdict=verdict,
-                nodes=nodes)
+                nodes=nodes, known_miss=known_miss, suite_before=suite_before)
 
 
 # ---- building the cluster ------------------------------------------------------------------------------
 def build(case: Case) -> ClusterState:
     """The healthy cluster of the case's version with the case's overrides applied."""
-    state = ClusterState(factory.healthy_snapshot(**case.cluster))
+    state = ClusterState(factory.healthy_snapshot(**case.cluster), version=str(case.cluster.get("version", "")))
     renames: dict[str, str] = {}
     for item in case.overrides:
         if len(item) != 1:
@@ -160,6 +179,9 @@ def _pod_override(state: ClusterState, arg: dict[str, Any]) -> None:
     mains = [c["name"] for c in pod["spec"]["containers"]]
     if status == "Running":
         return
+    if status == "NotReady":
+        _running_not_ready(pod, arg.get("container") or mains[0], restarts, exit_code)
+        return
     if status == "SandboxFailed":
         _sandbox_failed(pod)
     elif status == "Failed":
@@ -182,6 +204,24 @@ def _pod_override(state: ClusterState, arg: dict[str, Any]) -> None:
         if key in arg:
             container = arg.get("container") or (inits if status.startswith("Init:") else mains)[0]
             snap.logs[(name_of(pod), container)] = str(arg[key])
+
+
+def _running_not_ready(pod: Obj, container: str, restarts: int, exit_code: int) -> None:
+    """Running, its startup/readiness probe not passed (yet): kubectl shows 0/1 Running.
+
+    With restarts, kubelet has killed it for failing its startup probe before (lastState terminated)."""
+    _, cs = factory._find_status(pod, "containerStatuses", container)
+    cs["ready"] = False
+    cs["started"] = False
+    cs["restartCount"] = restarts
+    if restarts:
+        cs["lastState"] = {"terminated": {"exitCode": exit_code, "reason": "Error", "startedAt": factory.T0,
+                                          "finishedAt": factory.T1}}
+    for c in pod["status"]["conditions"]:
+        if c["type"] in ("Ready", "ContainersReady"):
+            c["status"] = "False"
+            c["reason"] = "ContainersNotReady"
+            c["message"] = f"containers with unready status: [{container}]"
 
 
 def _sandbox_failed(pod: Obj) -> None:
@@ -273,6 +313,10 @@ def _clusterpolicy_override(state: ClusterState, arg: dict[str, Any]) -> None:
     if "not_ready" in arg:
         states = "[" + " ".join(arg["not_ready"]) + "]"
         message = arg.get("message") or f"ClusterPolicy is not ready, states not ready: {states}"
+        if versions.since(versions.STATUS_CONDITIONS, versions.parse(state.version)) is False:
+            # Before v23.9 the operator writes only status.state (it logs the states, it does not store them).
+            cp["status"] = {"state": "notReady", "namespace": snap.operator_namespace}
+            return
         cp["status"] = {"state": "notReady", "namespace": snap.operator_namespace, "conditions": [
             {"type": "Ready", "status": "False", "reason": "Error", "message": "",
              "lastTransitionTime": factory.T2},

@@ -8,6 +8,7 @@ import pytest
 from real_case_apiserver import container_logs
 from real_case_loader import CaseError, build, case_files, load_case
 
+from gpu_conformance import versions
 from gpu_conformance.cluster.snapshot import name_of
 
 SOURCE_REPOS = ("NVIDIA/gpu-operator", "NVIDIA/nvidia-container-toolkit", "NVIDIA/k8s-device-plugin",
@@ -25,9 +26,23 @@ def test_case_builds_and_names_its_nodes(path: Path) -> None:
 
 def test_the_set_is_large_enough_and_has_healthy_cases() -> None:
     cases = [load_case(p) for p in case_files()]
-    assert len(cases) >= 12
+    assert len(cases) >= 26
     healthy = [c for c in cases if c.verdict != "NOT CONFORMANT"]
-    assert len(healthy) >= 2, [c.id for c in healthy]
+    assert len(healthy) >= 5, [c.id for c in healthy]
+
+
+def test_cases_replay_old_and_new_operator_releases() -> None:
+    """Each case runs at its thread's release: the set covers the pre-conditions era and the v26 line."""
+    ran = [versions.parse(str(load_case(p).cluster.get("version"))) for p in case_files()]
+    assert sum(1 for v in ran if v and v < (23, 9, 0)) >= 2
+    assert sum(1 for v in ran if v and v >= (26, 0, 0)) >= 2
+
+
+@pytest.mark.parametrize("path", [p for p in case_files() if load_case(p).known_miss], ids=lambda p: p.stem)
+def test_a_known_miss_records_what_the_suite_said(path: Path) -> None:
+    """A strict xfail must say what the suite answers today, so the lead sees what the fix has to change."""
+    case = load_case(path)
+    assert case.suite_before and set(case.suite_before.get("nodes") or {}) == set(case.nodes)
 
 
 def test_bad_case_file_is_one_clear_error(tmp_path: Path) -> None:
