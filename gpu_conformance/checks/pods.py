@@ -3,13 +3,16 @@
 A pod that is not Ready is explained, in order, by what stops it earliest: the container runtime refusing to
 create its sandbox or container (events FailedCreatePodSandBox, CreateContainerError, unresolvable CDI devices),
 an image that cannot be pulled, an init container stuck, a main container crashing. The runtime and the image
-come first because they make every later symptom (a validator "stuck" in driver-validation) meaningless.
+come first because they make every later symptom (a validator "stuck" in driver-validation) meaningless — but
+only events that explain the present count (event_history): a refusal seen before the pod last ran, or before
+the node's toolkit wrote the nvidia runtime handler, is bring-up history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from gpu_conformance import operands as ops
@@ -21,6 +24,13 @@ from gpu_conformance.cluster.podstate import (
     stuck_init_container,
 )
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.cluster.timeline import (
+    any_container_started,
+    condition_since,
+    event_last_seen,
+    pod_last_start,
+    stamp,
+)
 from gpu_conformance.facts import operand_daemonsets, operand_pod
 from gpu_conformance.model import Finding, Status
 from gpu_conformance.settings import Settings
@@ -274,6 +284,8 @@ class StartProblem:
     reason: str            # FailedCreatePodSandBox, CreateContainerError, ImagePullBackOff, ...
     container: str | None
     message: str           # the event's or kubelet's own words
+    # When an event-based problem was last seen (RFC 3339 or "unknown"); "" for a current waiting reason.
+    seen: str = ""
 
     @property
     def meaning(self) -> str:
@@ -311,24 +323,105 @@ def _latest_event(snapshot: ClusterSnapshot, pod: Obj, match: Callable[[Obj], bo
     evs = [e for e in snapshot.events_for("Pod", name_of(pod)) if match(e)]
     if not evs:
         return None
-    return sorted(evs, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-1]
+    # Unknown times sort first: an event that cannot be placed never hides one that can.
+    return sorted(evs, key=lambda e: event_last_seen(e) or _EPOCH)[-1]
+
+
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+def _is_sandbox_event(e: Obj) -> bool:
+    return e.get("reason") == SANDBOX_EVENT
+
+
+def _is_cdi_event(e: Obj) -> bool:
+    return e.get("type") == "Warning" and "unresolvable cdi devices" in (e.get("message") or "").lower()
+
+
+def _handler_from_toolkit(snapshot: ClusterSnapshot, pod: Obj) -> bool:
+    """Whether the pod's sandbox needs the runtime handler the operator's toolkit writes on this node.
+
+    Operands with a runtimeClassName (validator, device plugin, GFD, DCGM, MIG manager: the operator's
+    setRuntimeClass) run under the `nvidia` handler; the toolkit installer adds it only after its own
+    driver-validation init container passed (WITH_WAIT) and removes it again when it exits. With the toolkit
+    disabled (or opted out on the node) the host provides the handler from the start.
+    """
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    return (bool((pod.get("spec") or {}).get("runtimeClassName"))
+            and snapshot.policy_enabled("toolkit", True)
+            and node_labels(snapshot, node).get(ops.TOOLKIT.deploy_label) != "false")
+
+
+# Part of event_history's answer when the toolkit is not Ready: the pod cannot run before it is (awaits_toolkit).
+AWAITS_TOOLKIT = "the nvidia runtime handler cannot exist yet"
+
+
+def event_history(snapshot: ClusterSnapshot, pod: Obj, event: Obj) -> str:
+    """Why a runtime event about `pod` does not explain the present ('' when it does).
+
+    It does only if it was seen after the pod last ran (a container start, Ready) and, for a pod whose handler
+    the toolkit writes, after that toolkit became Ready on the node: before that, the runtime refusing the
+    pod is the expected bring-up state, and whatever keeps the driver or the toolkit from being ready is the
+    cause. An event without any timestamp is judged by what can be known and the reason says so.
+    """
+    seen = event_last_seen(event)
+    started = pod_last_start(pod)
+    if started is not None and (seen is None or seen <= started):
+        when = "at an unknown time" if seen is None else f"last at {stamp(seen)}"
+        return f"{event.get('reason', 'event')} {when}, before the pod's containers last started ({stamp(started)})"
+    if seen is None and any_container_started(pod):
+        return f"{event.get('reason', 'event')} at an unknown time; the pod's containers have started since"
+    if not _handler_from_toolkit(snapshot, pod):
+        return ""
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    toolkit = operand_pod(snapshot, ops.TOOLKIT, node)
+    if toolkit is None or not pod_ready(toolkit):
+        what = "no toolkit pod" if toolkit is None else f"toolkit pod {name_of(toolkit)} not Ready"
+        return (f"{event.get('reason', 'event')} while {AWAITS_TOOLKIT} ({what} on "
+                f"{node}; it writes the handler once the driver is up)")
+    ready = condition_since(toolkit, "Ready")
+    if seen is not None and ready is not None and seen <= ready:
+        return (f"{event.get('reason', 'event')} last at {stamp(seen)}, before toolkit pod {name_of(toolkit)} "
+                f"became Ready ({stamp(ready)}): bring-up history")
+    return ""
+
+
+def dismissed_refusal(snapshot: ClusterSnapshot, pod: Obj) -> str:
+    """Why the pod's latest sandbox/CDI refusal is not held against the runtime ('' when there is none or it is)."""
+    for match in (_is_sandbox_event, _is_cdi_event):
+        ev = _latest_event(snapshot, pod, match)
+        if ev is not None:
+            why = event_history(snapshot, pod, ev)
+            if why:
+                return why
+    return ""
+
+
+def awaits_toolkit(snapshot: ClusterSnapshot, pod: Obj) -> str:
+    """The pod was refused only because the node's toolkit is not Ready (so has not written the handler)."""
+    why = dismissed_refusal(snapshot, pod)
+    return why if AWAITS_TOOLKIT in why else ""
 
 
 def start_problem(snapshot: ClusterSnapshot, pod: Obj) -> StartProblem | None:
-    """Why the pod's containers cannot start, from kubelet's waiting reasons and the pod's events."""
+    """Why the pod's containers cannot start, from kubelet's waiting reasons and the pod's events.
+
+    Waiting reasons are the present; an event is only when event_history finds nothing newer that outdates it.
+    """
     st = pod.get("status") or {}
     waiting = _waiting((st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []))
     for container, reason, message in waiting:
         if reason in RUNTIME_REASONS:
             return StartProblem("container", reason, container, message or reason)
     if not pod_ready(pod) and st.get("phase") in (None, "Pending"):
-        ev = _latest_event(snapshot, pod, lambda e: e.get("reason") == SANDBOX_EVENT)
-        if ev is not None:
-            return StartProblem("sandbox", SANDBOX_EVENT, None, ev.get("message", ""))
-    cdi = _latest_event(snapshot, pod, lambda e: e.get("type") == "Warning"
-                        and "unresolvable cdi devices" in (e.get("message") or "").lower())
-    if cdi is not None and not pod_ready(pod):
-        return StartProblem("container", cdi.get("reason", "Failed"), None, cdi.get("message", ""))
+        ev = _latest_event(snapshot, pod, _is_sandbox_event)
+        if ev is not None and not event_history(snapshot, pod, ev):
+            return StartProblem("sandbox", SANDBOX_EVENT, None, ev.get("message", ""),
+                                seen=stamp(event_last_seen(ev)))
+    cdi = _latest_event(snapshot, pod, _is_cdi_event)
+    if cdi is not None and not pod_ready(pod) and not event_history(snapshot, pod, cdi):
+        return StartProblem("container", cdi.get("reason", "Failed"), None, cdi.get("message", ""),
+                            seen=stamp(event_last_seen(cdi)))
     for container, reason, message in waiting:
         if reason in IMAGE_REASONS:
             if not message:
@@ -382,6 +475,6 @@ def why_no_pod(snapshot: ClusterSnapshot, ds: Obj, node: str) -> str:
         return f"the node has taints the DaemonSet does not tolerate: {', '.join(taints)}"
     failed = [e for e in snapshot.events_for("DaemonSet", name_of(ds)) if e.get("reason") == "FailedCreate"]
     if failed:
-        latest = sorted(failed, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-1]
+        latest = sorted(failed, key=lambda e: event_last_seen(e) or _EPOCH)[-1]
         return f'the DaemonSet cannot create pods: "{latest.get("message", "")}"'
     return ""
