@@ -474,7 +474,9 @@ def runtime_creates_operand_pods(snapshot: ClusterSnapshot, settings: Settings) 
               "pods": {name_of(p): f"{s.reason}: {s.message}" for p, s in refused}}
         if sp.seen:
             ev["last_seen"] = sp.seen
+        when = {"": "", "unknown": " (the event carries no time: it cannot be placed before or after the toolkit "
+                                   "became Ready)"}.get(sp.seen, f" (last seen {sp.seen})")
         out.append(Finding(Status.FAIL, f"{sp.meaning}: pod {name_of(pod)}{others} — {sp.reason}: "
-                           f"\"{sp.message}\"", node=node, evidence=ev, hint=sp.hint,
+                           f"\"{sp.message}\"{when}", node=node, evidence=ev, hint=sp.hint,
                            kubectl=f"kubectl -n {ns} describe pod {name_of(pod)}"))
     return out
