@@ -79,9 +79,10 @@ def driver_mode(snapshot: ClusterSnapshot, node: str) -> DriverMode:
     return facts(snapshot).driver_modes.get(node) or compute_driver_mode(snapshot, node)
 
 
-# The driver container's startupProbe in the operator's state-driver DaemonSet (v22.9 … v26.7: initialDelaySeconds
-# 60, periodSeconds 10, failureThreshold 120): kubelet gives a driver that compiles its module this long before it
-# kills the container. Read from the DaemonSet when it carries the probe; this is the fallback.
+# The driver container's startupProbe in the operator's state-driver DaemonSet: kubelet gives a driver that compiles
+# its module this long before it kills the container. The DaemonSet carries the real one (ClusterPolicy
+# spec.driver.startupProbe overrides the asset's); this fallback is the asset's default from v23.3.2 to v26.7.0
+# (initialDelaySeconds 60, failureThreshold 120, periodSeconds 10; v22.9.x–v23.3.1 had 30 s and 60 or 120 × 10 s).
 DRIVER_CONTAINER = "nvidia-driver-ctr"
 DRIVER_STARTUP_SECONDS = 60 + 120 * 10
 
