@@ -84,6 +84,8 @@ def test_fresh_node_with_the_driver_compiling_is_in_progress_not_a_runtime_fault
     assert "handler cannot exist yet" in drv6.message and len(drv6.evidence["history"]) == 4
     assert on("DRV-003", snap).status == Status.NA and "still starting" in on("DRV-003", snap).message
     assert on("DRV-004", snap).status == Status.NA
+    opr7 = on("OPR-007", snap)                      # the DCGM exporter is refused too: waiting, not broken
+    assert opr7.status == Status.WARN and "no sandbox before the toolkit is Ready" in opr7.message
     assert v.overall != "NOT CONFORMANT", [(n.node, n.root_cause) for n in v.nodes]
     assert all(node_verdict(v, n).root_cause is None for n in ("gpu-node-2", "gpu-node-3"))
 
