@@ -107,6 +107,16 @@ def test_driver_restarted_by_its_startup_probe_is_a_failure_at_once() -> None:
     assert nv.root_cause is not None and nv.root_cause.check_id == "DRV-002" and nv.transient is None
 
 
+def test_toolkit_that_cannot_pull_its_image_fails_while_the_driver_is_still_starting() -> None:
+    snap = fresh_node("v26.7.0")
+    stuck_init(pod_for(snap, TOOLKIT, N1), "driver-validation", reason="ImagePullBackOff", restarts=0,
+               message='Back-off pulling image "nvcr.io/nvidia/gpu-operator:v26.7.0"', snapshot=snap)
+    snap.read_at = "2026-10-01T09:10:00Z"
+    nv = node_verdict(judge(snap), N1)
+    assert nv.root_cause is not None and nv.root_cause.check_id == "DRV-003", nv.root_cause
+    assert "cannot pull its image" in nv.root_cause.message
+
+
 @pytest.mark.parametrize("version", ["v25.3.4", "v26.7.0"])
 def test_driver_image_not_pullable_is_the_root_cause_not_the_runtime(version: str) -> None:
     snap = fresh_node(version, driver_state="ImagePullBackOff",

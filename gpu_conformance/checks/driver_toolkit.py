@@ -149,8 +149,11 @@ def node_driver_starting(snapshot: ClusterSnapshot, node: str) -> str:
     return f"driver pod {name_of(mode.pod)} {what}" if starting else ""
 
 
-def waits_for_driver(pod: Obj) -> bool:
-    """The pod is held at the driver: its driver-validation init container has not passed, or nothing started."""
+def waits_for_driver(snapshot: ClusterSnapshot, pod: Obj) -> bool:
+    """The pod is held at the driver: its driver-validation init container has not passed, or nothing started —
+    and nothing of its own (an image it cannot pull, a runtime error) would stop it once the driver is up."""
+    if start_problem(snapshot, pod) is not None:
+        return False
     stuck = stuck_init_container(pod)
     return (stuck is not None and stuck["name"] == "driver-validation") or not any_container_started(pod)
 
@@ -261,7 +264,7 @@ def toolkit_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
     for i, f in enumerate(out):
         pod = operand_pod(snapshot, ops.TOOLKIT, f.node or "") if f.status == Status.FAIL else None
         starting = node_driver_starting(snapshot, f.node or "") if pod is not None else ""
-        if pod is not None and starting and waits_for_driver(pod):
+        if pod is not None and starting and waits_for_driver(snapshot, pod):
             out[i] = Finding(Status.NA, f"toolkit pod {name_of(pod)} on {f.node} waits in driver-validation for "
                              f"the driver, which is still starting ({starting}; DRV-002)", node=f.node,
                              evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
@@ -301,7 +304,8 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
         if pod is None:
             out.append(missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator"))
             continue
-        if not pod_ready(pod) and waits_for_driver(pod) and (starting := node_driver_starting(snapshot, node)):
+        starting = "" if pod_ready(pod) else node_driver_starting(snapshot, node)
+        if starting and waits_for_driver(snapshot, pod):
             out.append(Finding(Status.NA, f"validator {name_of(pod)} waits for the driver, which is still starting "
                                f"({starting}; DRV-002)", node=node,
                                evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
