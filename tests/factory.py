@@ -28,6 +28,7 @@ Obj = dict[str, Any]
 T0 = "2026-10-01T09:00:00Z"   # objects created
 T1 = "2026-10-01T09:05:00Z"   # containers started
 T2 = "2026-10-01T09:06:00Z"   # init containers / cuda validator finished
+T3 = "2026-10-01T09:30:00Z"   # later: a runtime refusal after everything was up (sandbox_refused's events)
 NFD_RELEASE = "gpu-operator-node-feature-discovery"
 DRIVER_CRD_DS = "nvidia-gpu-driver-ubuntu22.04-7c6d7bd86b"
 
@@ -1009,19 +1010,37 @@ def set_node_condition(snapshot: ClusterSnapshot, node_name: str, ctype: str, st
 
 
 def add_event(snapshot: ClusterSnapshot, kind: str, name: str, reason: str, message: str,
-              etype: str = "Warning", count: int = 12) -> Obj:
-    """An Event about an object in the operator namespace, as kubelet or a controller records it."""
+              etype: str = "Warning", count: int = 12, *, first: str = T1, last: str = T2) -> Obj:
+    """An Event about an object in the operator namespace, as kubelet or a controller records it (core/v1 form:
+    firstTimestamp/lastTimestamp; see events_api_form for the events.k8s.io/v1 form)."""
     ev = {"apiVersion": "v1", "kind": "Event",
           "metadata": {"name": f"{name}.{_suffix(name, reason, n=16)}", "namespace": snapshot.operator_namespace},
           "involvedObject": {"kind": kind, "name": name, "namespace": snapshot.operator_namespace},
           "reason": reason, "message": message, "type": etype, "count": count,
-          "firstTimestamp": T1, "lastTimestamp": T2}
+          "firstTimestamp": first, "lastTimestamp": last}
     snapshot.events.append(ev)
     return ev
 
 
-def sandbox_refused(snapshot: ClusterSnapshot, pod: Obj, message: str) -> Obj:
-    """A pod whose sandbox the runtime cannot create: Pending, nothing started, FailedCreatePodSandBox events."""
+def events_api_form(event: Obj, last: str | None) -> Obj:
+    """The event as written through events.k8s.io/v1 and read as core/v1: no first/lastTimestamp, eventTime (the
+    first occurrence, MicroTime) and series.lastObservedTime once repeated; last=None drops every timestamp."""
+    first = event.pop("firstTimestamp", None)
+    event["lastTimestamp"] = None
+    event["firstTimestamp"] = None
+    if last is None:
+        event["eventTime"] = None
+        return event
+    event["eventTime"] = (first or last).replace("Z", ".000000Z")
+    event["series"] = {"count": event.get("count", 2), "lastObservedTime": last.replace("Z", ".123456Z")}
+    return event
+
+
+def sandbox_refused(snapshot: ClusterSnapshot, pod: Obj, message: str, *, first: str = T2, last: str = T3) -> Obj:
+    """A pod whose sandbox the runtime cannot create: Pending, nothing started, FailedCreatePodSandBox events.
+
+    By default the events come after every operand became Ready (T2 → T3): a runtime that refuses now. Give
+    earlier times for the bring-up story (refusals before the toolkit wrote the handler)."""
     for key in ("initContainerStatuses", "containerStatuses"):
         for cs in pod["status"].get(key) or []:
             cs.update({"ready": False, "started": False, "restartCount": 0, "lastState": {},
@@ -1031,7 +1050,7 @@ def sandbox_refused(snapshot: ClusterSnapshot, pod: Obj, message: str) -> Obj:
     pod["status"]["phase"] = "Pending"
     inits = [c["name"] for c in pod["status"].get("initContainerStatuses") or []]
     _set_conditions(pod, False, False, inits or None)
-    add_event(snapshot, "Pod", name_of(pod), "FailedCreatePodSandBox", message)
+    add_event(snapshot, "Pod", name_of(pod), "FailedCreatePodSandBox", message, first=first, last=last)
     refresh(snapshot)
     return pod
 

@@ -16,7 +16,7 @@ Override vocabulary (one key per list item):
                     Missing  (NotReady = running, its startup/readiness probe not passed yet)
                     (<reason>: CrashLoopBackOff, Error, ImagePullBackOff, ErrImagePull, CreateContainerError,
                     RunContainerError, StartError, OOMKilled ...; Init:Running = the init container loops)
-    event:          {app, node | daemonset, reason, message, type?, count?}  (an Event about that pod or
+    event:          {app, node | daemonset, reason, message, type?, count?, first?, last?}  (an Event about that pod or
                     DaemonSet, from kubelet or the DaemonSet controller)
     node:           {name, condition?: {type, status, reason, message}, mark_pods_not_ready?, taints?,
                     unschedulable?, labels_remove_prefix?: [prefix], labels?: {key: value|null}, node_info?,
@@ -257,7 +257,9 @@ def _event_override(state: ClusterState, arg: dict[str, Any]) -> None:
                            "namespace": snap.operator_namespace, "uid": obj["metadata"].get("uid", "")},
         "reason": arg["reason"], "message": arg["message"], "type": arg.get("type", "Warning"),
         "count": int(arg.get("count", 1)), "source": source,
-        "firstTimestamp": factory.T1, "lastTimestamp": factory.T2,
+        # A posted event was still being reported when the issue was written: last seen after the node's operands
+        # came up (T3), unless the case says when (first/last), e.g. bring-up events that stopped since.
+        "firstTimestamp": arg.get("first", factory.T1), "lastTimestamp": arg.get("last", factory.T3),
     })
 
 

@@ -137,8 +137,11 @@ def test_driver_container_crashloop_reports_restarts():
 def test_driver_running_but_not_ready_startup_probe():
     snap = healthy_snapshot()
     crash_container(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", reason="Running", restarts=0, snapshot=snap)
+    # Started 09:06; read 34 min later: past the startup probe's 60 s + 120×10 s, no longer "in progress".
+    snap.read_at = "2026-10-01T09:40:00Z"
     f = assert_only_node_fails("DRV-002", snap)
     assert "running but not Ready" in f.message and "startup probe" in f.message
+    assert "for 34 min, longer than its startup probe allows (21 min)" in f.message
 
 
 def test_driver_pod_missing():

@@ -42,6 +42,8 @@ class FakeKube:
     def create(self, obj: Obj) -> Obj:
         obj = copy.deepcopy(obj)
         if obj["kind"] == "ConfigMap":
+            if obj["metadata"]["name"] in self.configmaps:
+                raise ApiException(status=409)  # as the API server: a second host fault must not reset the first
             self.configmaps[obj["metadata"]["name"]] = obj
         else:
             obj["metadata"].setdefault("name", f"{op.CUDA_VALIDATOR_APP}-x{len(self.pods)}")
@@ -53,7 +55,10 @@ class FakeKube:
         target = {"Node": self.nodes, "Pod": self.pods, "ConfigMap": self.configmaps}[kind][name]
         for key, value in patch.items():
             if key == "data":
-                target.setdefault("data", {}).update({k: v for k, v in value.items() if v is not None})
+                data = target.setdefault("data", {})
+                data.update({k: v for k, v in value.items() if v is not None})
+                for k in [k for k, v in value.items() if v is None]:  # merge patch: null deletes the key
+                    data.pop(k, None)
             elif key == "status" and kind == "Pod":
                 target["status"] = value
             else:
@@ -157,6 +162,23 @@ def test_missing_runtime_handler_leaves_runtime_class_pods_without_sandbox(clust
     assert _text(kube, op.VALIDATOR.daemonset) == "Init:0/4"
     v = next(p for p in kube.pods.values() if p["metadata"]["labels"].get("app") == op.VALIDATOR.daemonset)
     assert all(cs["state"]["waiting"]["reason"] == "PodInitializing" for cs in v["status"]["initContainerStatuses"])
+
+
+def test_removed_handler_keeps_runtime_class_pods_without_sandbox_until_the_toolkit_is_ready(cluster: Any) -> None:
+    # A node restarted with a driver that does not load: the toolkit's cleanup removed the nvidia handler, and it
+    # writes it again only once its driver-validation passed — no validator stage can run before that.
+    kube, sim = cluster
+    ol.set_host_fault(kube, NODE, ol.HANDLER_REMOVED)
+    _with_host_fault(cluster, ol.DRIVER_UNLOADABLE, 5)
+    assert _text(kube, op.TOOLKIT.daemonset) == "Init:0/1"
+    v = next(p for p in kube.pods.values() if p["metadata"]["labels"].get("app") == op.VALIDATOR.daemonset)
+    assert v["spec"].get("runtimeClassName") == "nvidia"
+    assert all(cs["state"]["waiting"]["reason"] == "PodInitializing" for cs in v["status"]["initContainerStatuses"])
+
+    ol.set_host_fault(kube, NODE, ol.DRIVER_UNLOADABLE, present=False)
+    for _ in range(12):
+        sim.step()
+    assert _text(kube, op.TOOLKIT.daemonset) == "Running" and _text(kube, op.VALIDATOR.daemonset) == "Running"
 
 
 def test_unknown_host_fault_is_refused(cluster: Any) -> None:

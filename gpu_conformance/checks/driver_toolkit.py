@@ -14,17 +14,22 @@ from typing import Any
 from gpu_conformance import operands as ops
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance.checks.pods import (
+    DRIVER_CONTAINER,
     HINT_RUNTIME,
     RESTART_WARN,
     PodProblem,
     StartProblem,
     app_pod,
+    awaits_toolkit,
+    dismissed_refusal,
+    driver_starting,
     explained_by_upgrade,
     label_gate,
     last_log,
     logs_cmd,
     missing_pod_finding,
     namespace,
+    node_driver_starting,
     node_labels,
     operand_pod_findings,
     plural,
@@ -32,11 +37,13 @@ from gpu_conformance.checks.pods import (
     problem_finding,
     restart_warn_or_pass,
     start_problem,
+    startup_window,
     with_log,
 )
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text, restart_count, stuck_init_container
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.cluster.timeline import any_container_started
 from gpu_conformance.facts import DriverMode, facts, image_tag, operand_pod
 from gpu_conformance.facts import driver_mode as compute_driver_mode
 from gpu_conformance.model import Finding, Layer, Status
@@ -77,6 +84,15 @@ def driver_mode(snapshot: ClusterSnapshot, node: str) -> DriverMode:
     return facts(snapshot).driver_modes.get(node) or compute_driver_mode(snapshot, node)
 
 
+def waits_for_driver(snapshot: ClusterSnapshot, pod: Obj) -> bool:
+    """The pod is held at the driver: its driver-validation init container has not passed, or nothing started —
+    and nothing of its own (an image it cannot pull, a runtime error) would stop it once the driver is up."""
+    if start_problem(snapshot, pod) is not None:
+        return False
+    stuck = stuck_init_container(pod)
+    return (stuck is not None and stuck["name"] == "driver-validation") or not any_container_started(pod)
+
+
 @check("DRV-001", L, "Driver configuration as expected",
        hint="State the driver configuration explicitly: driver.enabled=true (the operator's driver container), "
             "driver.enabled=false (host driver), or pre-installed auto-detection (k8s-driver-manager labels the "
@@ -112,9 +128,11 @@ def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[
 @check("DRV-002", L, "Operator driver pod Ready",
        hint=HINT_DRIVER + " " + HINT_ORDER,
        kubectl="kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node} | grep driver",
-       detects="driver pod missing, stuck in k8s-driver-manager, nvidia-driver-ctr crash-looping or not Ready; "
-               "driver upgrade-failed (nvidia.com/gpu-driver-upgrade-state); upgrade steps in progress reported as a "
-               "pause, an unknown upgrade state as a warning; WARN on restarts")
+       detects="driver pod missing, its image not pullable, stuck in k8s-driver-manager, nvidia-driver-ctr "
+               "crash-looping or not Ready past its startup probe's window (60 s + 120×10 s); a driver still "
+               "within that window without restarts is a transient WARN; driver upgrade-failed "
+               "(nvidia.com/gpu-driver-upgrade-state); upgrade steps in progress reported as a pause, an "
+               "unknown upgrade state as a warning; WARN on restarts")
 def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
@@ -133,15 +151,25 @@ def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Find
             if mode.problem:
                 f = replace(f, message=f"{f.message} ({mode.problem})")
             out.append(f)
+        elif not pod_ready(pod) and (progress := driver_starting(snapshot, pod))[0]:
+            out.append(Finding(Status.WARN, f"transient: driver pod {name_of(pod)} on {node} is not Ready yet — "
+                               f"{progress[1]}", node=node,
+                               evidence={"object": f"Pod/{name_of(pod)}", "field": "status.conditions[Ready]",
+                                         "observed": pod_status_text(pod), "expected": "True",
+                                         "startup_window_s": startup_window(snapshot, pod), "transient": True},
+                               kubectl=logs_cmd(ns, pod, DRIVER_CONTAINER)))
         elif not pod_ready(pod):
             meaning = ""
             p = pod_problem(snapshot, pod)
+            late = driver_starting(snapshot, pod)[1]
             if p.stage == "k8s-driver-manager":
                 meaning = ("the driver manager could not prepare the node (evict GPU pods, unload the old "
                            "driver)")
-            elif p.container == "nvidia-driver-ctr":
+            elif p.container == DRIVER_CONTAINER:
                 meaning = ("the driver did not build/load for this kernel, or its startup probe "
                            "(nvidia-smi) fails")
+            if late and p.start is None:
+                meaning = f"{meaning} — {late}" if meaning else late
             out.append(problem_finding(snapshot, ns, node, pod, "driver pod", meaning, HINT_DRIVER))
         else:
             img = next((c.get("image", "") for c in pod.get("spec", {}).get("containers", [])
@@ -224,8 +252,19 @@ def toolkit_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
     disabled = None if snapshot.policy_enabled("toolkit", True) else (
         "ClusterPolicy spec.toolkit.enabled=false — the NVIDIA runtime must be configured on the host; the "
         "validator's toolkit-validation checks it (DRV-004)")
-    return operand_pod_findings(snapshot, settings, ops.TOOLKIT, "toolkit pod", "container toolkit",
-                                disabled, "spec.toolkit.enabled", explain)
+    out = operand_pod_findings(snapshot, settings, ops.TOOLKIT, "toolkit pod", "container toolkit",
+                               disabled, "spec.toolkit.enabled", explain)
+    # A toolkit waiting for a driver that is still within its startup window is the expected order, not a fault:
+    # the driver's transient finding (DRV-002) speaks for the node.
+    for i, f in enumerate(out):
+        pod = operand_pod(snapshot, ops.TOOLKIT, f.node or "") if f.status == Status.FAIL or f.evidence.get("transient") else None
+        starting = node_driver_starting(snapshot, f.node or "") if pod is not None else ""
+        if pod is not None and starting and waits_for_driver(snapshot, pod):
+            out[i] = Finding(Status.NA, f"toolkit pod {name_of(pod)} on {f.node} waits in driver-validation for "
+                             f"the driver, which is still starting ({starting}; DRV-002)", node=f.node,
+                             evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
+                                       "waits_for": "driver"})
+    return out
 
 
 def validator_chain(pod: Obj) -> list[str]:
@@ -260,6 +299,21 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
         if pod is None:
             out.append(explained_by_upgrade(snapshot, node, None,
                                             missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator")))
+            continue
+        starting = "" if pod_ready(pod) else node_driver_starting(snapshot, node)
+        if starting and waits_for_driver(snapshot, pod):
+            out.append(Finding(Status.NA, f"validator {name_of(pod)} waits for the driver, which is still starting "
+                               f"({starting}; DRV-002)", node=node,
+                               evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
+                                         "waits_for": "driver"}))
+            continue
+        if not pod_ready(pod) and not any_container_started(pod) and (why := awaits_toolkit(snapshot, pod)):
+            # Its sandbox needs the nvidia handler: no validation stage ran, the toolkit (DRV-003) or the driver
+            # before it (DRV-002) is what keeps it waiting.
+            out.append(Finding(Status.NA, f"validator {name_of(pod)} cannot start before the toolkit on {node} is "
+                               f"Ready (see DRV-002, DRV-003): {why}", node=node,
+                               evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
+                                         "waits_for": "toolkit", "history": why}))
             continue
         chain = validator_chain(pod)
         missing = [c for c in DRIVER_LAYER_CHAIN if c not in chain]
@@ -388,28 +442,42 @@ def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings) -> l
                "kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node}",
        detects="operand pods the runtime cannot create: FailedCreatePodSandBox (no runtime for \"nvidia\" is "
                "configured, RuntimeHandler \"nvidia\" not supported), CreateContainerError / RunContainerError, "
-               "unresolvable CDI devices — named ahead of any driver verdict",
+               "unresolvable CDI devices — named ahead of any driver verdict when seen after the pod last ran and, "
+               "for runtimeClass operands, after the node's toolkit became Ready (earlier refusals are bring-up)",
        rank=-1)
 def runtime_creates_operand_pods(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
     for node in snapshot.gpu_node_names:
         refused: list[tuple[Obj, StartProblem]] = []
+        history: dict[str, str] = {}
         for pod in snapshot.pods_by_node.get(node, []):
             if pod.get("metadata", {}).get("deletionTimestamp"):
                 continue
             sp = start_problem(snapshot, pod)
             if sp is not None and sp.kind in ("sandbox", "container"):
                 refused.append((pod, sp))
+            elif why := dismissed_refusal(snapshot, pod):
+                history[name_of(pod)] = why
         if not refused:
-            out.append(Finding(Status.PASS, "no operand pod refused by the container runtime", node=node))
+            msg = "no operand pod refused by the container runtime"
+            if history:
+                # Said, not judged: the reader sees the events too and should know why they are not the cause.
+                msg += (f" now; earlier refusals of {plural(len(history), 'pod')} are not held against it "
+                        f"(e.g. {next(iter(history.values()))})")
+            out.append(Finding(Status.PASS, msg, node=node,
+                               evidence={"history": history} if history else {}))
             continue
         pod, sp = refused[0]
         others = f" (and {len(refused) - 1} more pod{'s' if len(refused) > 2 else ''})" if len(refused) > 1 else ""
         ev = {"object": f"Pod/{name_of(pod)}", "field": "events" if sp.kind == "sandbox" else "status",
               "observed": f"{sp.reason}: {sp.message}", "expected": "pod sandbox and containers created",
               "pods": {name_of(p): f"{s.reason}: {s.message}" for p, s in refused}}
+        if sp.seen:
+            ev["last_seen"] = sp.seen
+        when = {"": "", "unknown": " (the event carries no time: it cannot be placed before or after the toolkit "
+                                   "became Ready)"}.get(sp.seen, f" (last seen {sp.seen})")
         out.append(Finding(Status.FAIL, f"{sp.meaning}: pod {name_of(pod)}{others} — {sp.reason}: "
-                           f"\"{sp.message}\"", node=node, evidence=ev, hint=sp.hint,
+                           f"\"{sp.message}\"{when}", node=node, evidence=ev, hint=sp.hint,
                            kubectl=f"kubectl -n {ns} describe pod {name_of(pod)}"))
     return out

@@ -12,7 +12,7 @@ from gpu_conformance.checks.common import (
     operator_deployment,
     operator_image,
 )
-from gpu_conformance.checks.pods import start_problem
+from gpu_conformance.checks.pods import awaits_toolkit, start_problem
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import (
     crashlooping,
@@ -407,6 +407,10 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
                 continue
             if sp is not None:
                 problems[o.daemonset] = f"{name_of(pod)} cannot pull its image ({sp.reason}): {sp.message}"
+                continue
+            if awaits_toolkit(snap, pod):
+                # Refused its sandbox while the node's toolkit is not Ready: no nvidia handler yet, by design.
+                waiting[o.daemonset] = f"{pod_status_text(pod)}, no sandbox before the toolkit is Ready"
                 continue
             stuck = stuck_init_container(pod)
             if stuck and stuck["name"] in GATES:

@@ -3,13 +3,16 @@
 A pod that is not Ready is explained, in order, by what stops it earliest: the container runtime refusing to
 create its sandbox or container (events FailedCreatePodSandBox, CreateContainerError, unresolvable CDI devices),
 an image that cannot be pulled, an init container stuck, a main container crashing. The runtime and the image
-come first because they make every later symptom (a validator "stuck" in driver-validation) meaningless.
+come first because they make every later symptom (a validator "stuck" in driver-validation) meaningless — but
+only events that explain the present count (event_history): a refusal seen before the pod last ran, or before
+the node's toolkit wrote the nvidia runtime handler, is bring-up history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from gpu_conformance import operands as ops
@@ -22,7 +25,17 @@ from gpu_conformance.cluster.podstate import (
     stuck_init_container,
 )
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.facts import operand_daemonsets, operand_pod
+from gpu_conformance.cluster.timeline import (
+    any_container_started,
+    condition_since,
+    container_started,
+    event_last_seen,
+    parse_time,
+    pod_last_start,
+    stamp,
+)
+from gpu_conformance.facts import driver_mode as compute_driver_mode
+from gpu_conformance.facts import facts, operand_daemonsets, operand_pod
 from gpu_conformance.model import Finding, Status
 from gpu_conformance.settings import Settings
 
@@ -231,6 +244,77 @@ def explained_by_pause(snapshot: ClusterSnapshot, node: str, operand: ops.Operan
                    evidence={**finding.evidence, "paused": f"{operand.deploy_label}={value}"})
 
 
+# ---- the driver still starting ------------------------------------------------------------------------------
+# The driver container's startupProbe in the operator's state-driver DaemonSet: kubelet gives a driver that compiles
+# its module this long before it kills the container. The DaemonSet carries the real one (ClusterPolicy
+# spec.driver.startupProbe overrides the asset's); this fallback is the asset's default from v23.3.2 to v26.7.0
+# (initialDelaySeconds 60, failureThreshold 120, periodSeconds 10; v22.9.x–v23.3.1 had 30 s and 60 or 120 × 10 s).
+DRIVER_CONTAINER = "nvidia-driver-ctr"
+DRIVER_STARTUP_SECONDS = 60 + 120 * 10
+
+
+def startup_window(snapshot: ClusterSnapshot, pod: Obj) -> int:
+    """Seconds kubelet lets the driver container start (startupProbe delay + threshold × period)."""
+    owners = {o.get("uid") for o in pod.get("metadata", {}).get("ownerReferences") or []}
+    for ds in snapshot.daemonsets:
+        if ds.get("metadata", {}).get("uid") not in owners:
+            continue
+        for c in ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []:
+            probe = c.get("startupProbe") if c.get("name") == DRIVER_CONTAINER else None
+            if probe:
+                # Kubernetes defaults: failureThreshold 3, periodSeconds 10, initialDelaySeconds 0.
+                return (int(probe.get("initialDelaySeconds") or 0)
+                        + int(probe.get("failureThreshold") or 3) * int(probe.get("periodSeconds") or 10))
+    return DRIVER_STARTUP_SECONDS
+
+
+def driver_starting(snapshot: ClusterSnapshot, pod: Obj) -> tuple[bool, str]:
+    """(still within its startup, what it is doing) for a not-Ready operator driver pod.
+
+    Starting: nothing restarted, no container waits in an image or runtime error, and the driver container (or,
+    before it runs, the pod) started less than the startup window ago. A node's driver compiles for minutes on a
+    fresh node; until kubelet's startup probe gives up it is work in progress, after that a failure. Without a
+    read time or a start time the duration is unknown: in progress, and the message says it could not be timed.
+    """
+    st = pod.get("status") or {}
+    statuses = (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or [])
+    if any(int(cs.get("restartCount") or 0) > 0 for cs in statuses):
+        return False, ""
+    for cs in statuses:
+        state = cs.get("state") or {}
+        reason = (state.get("waiting") or {}).get("reason", "")
+        if reason in IMAGE_REASONS or reason in RUNTIME_REASONS or reason == "CrashLoopBackOff":
+            return False, ""
+        term = state.get("terminated")
+        if term is not None and term.get("exitCode", 0) != 0:
+            return False, ""
+    ctr = next((cs for cs in st.get("containerStatuses") or [] if cs.get("name") == DRIVER_CONTAINER), None)
+    since = container_started(ctr) if ctr is not None else None
+    what = f"{DRIVER_CONTAINER} starting (loading or compiling the driver)" if since is not None else \
+        "preparing the node (init containers)"
+    if since is None:
+        since = parse_time(st.get("startTime"))
+        if since is None and any_container_started(pod):
+            what = "starting"
+    window = startup_window(snapshot, pod)
+    now = parse_time(snapshot.read_at)
+    if now is None or since is None:
+        return True, f"{what} since {stamp(since)} (the time of the read is {stamp(now)}: cannot tell how long)"
+    age = int((now - since).total_seconds())
+    if age > window:
+        return False, f"{what} for {age // 60} min, longer than its startup probe allows ({window // 60} min)"
+    return True, f"{what} for {age // 60} min of the {window // 60} min its startup probe allows"
+
+
+def node_driver_starting(snapshot: ClusterSnapshot, node: str) -> str:
+    """What the operator driver on `node` is doing while it is still starting ('' when it is not)."""
+    mode = facts(snapshot).driver_modes.get(node) or compute_driver_mode(snapshot, node)
+    if mode.kind != "operator" or mode.pod is None or pod_ready(mode.pod):
+        return ""
+    starting, what = driver_starting(snapshot, mode.pod)
+    return f"driver pod {name_of(mode.pod)} {what}" if starting else ""
+
+
 # Driver upgrade steps that bring the node's operands back: the upgrade controller itself ends them with
 # upgrade-failed (a driver container restarted more than 10 times; the validator not done within 600 s).
 UPGRADE_BRINGUP = (upg.POD_RESTART, upg.VALIDATION)
@@ -248,19 +332,34 @@ def _coming_up(snapshot: ClusterSnapshot, pod: Obj | None) -> bool:
                + (st.get("containerStatuses") or []) if not c.get("ready"))
 
 
-def explained_by_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, finding: Finding) -> Finding:
-    """A failure of an operand the driver upgrade step is bringing back (first attempt, nothing refused) is a pause.
-
-    Within the step's own limits, which the upgrade controller enforces by moving the node to upgrade-failed; a
-    crash-looping, unpullable or refused pod is broken whatever the step, and stays a failure.
-    """
+def bringup(snapshot: ClusterSnapshot, node: str) -> tuple[str, dict[str, Any]]:
+    """(why the node's operands are legitimately still coming up, evidence) or ('', {}): a driver upgrade step
+    that brings them back, or the node's driver still within its startup window (everything after it waits)."""
     state = upg.upgrade_state(node_labels(snapshot, node))
-    if finding.status != Status.FAIL or state not in UPGRADE_BRINGUP or not _coming_up(snapshot, pod):
+    if state in UPGRADE_BRINGUP:
+        return (f"the driver upgrade step {state} is bringing the node's operands back (the upgrade controller marks "
+                "the node upgrade-failed if it does not finish)", {upg.UPGRADE_STATE_LABEL: state})
+    starting = node_driver_starting(snapshot, node)
+    if starting:
+        return f"{starting}; the operands after it wait for it", {"driver_starting": starting}
+    return "", {}
+
+
+def explained_by_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, finding: Finding) -> Finding:
+    """A failure of an operand the node is still bringing up (first attempt, nothing refused) is a pause: during a
+    driver upgrade step that brings the operands back, or while the node's driver is still within its startup.
+
+    Within those steps' own limits (the upgrade controller moves the node to upgrade-failed; kubelet's startup probe
+    kills a driver that takes longer); a crash-looping, unpullable or refused pod is broken whatever the step, and
+    stays a failure.
+    """
+    if finding.status != Status.FAIL or not _coming_up(snapshot, pod):
         return finding
-    return replace(finding, status=Status.WARN,
-                   message=f"transient: {finding.message} — the driver upgrade step {state} is bringing the node's "
-                           "operands back (the upgrade controller marks the node upgrade-failed if it does not finish)",
-                   evidence={**finding.evidence, upg.UPGRADE_STATE_LABEL: state, "transient": True})
+    why, ev = bringup(snapshot, node)
+    if not why:
+        return finding
+    return replace(finding, status=Status.WARN, message=f"transient: {finding.message} — {why}",
+                   evidence={**finding.evidence, **ev, "transient": True})
 
 
 def missing_pod_finding(snapshot: ClusterSnapshot, ns: str, node: str, operand: ops.Operand,
@@ -329,6 +428,8 @@ class StartProblem:
     reason: str            # FailedCreatePodSandBox, CreateContainerError, ImagePullBackOff, ...
     container: str | None
     message: str           # the event's or kubelet's own words
+    # When an event-based problem was last seen (RFC 3339 or "unknown"); "" for a current waiting reason.
+    seen: str = ""
 
     @property
     def meaning(self) -> str:
@@ -366,24 +467,105 @@ def _latest_event(snapshot: ClusterSnapshot, pod: Obj, match: Callable[[Obj], bo
     evs = [e for e in snapshot.events_for("Pod", name_of(pod)) if match(e)]
     if not evs:
         return None
-    return sorted(evs, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-1]
+    # Unknown times sort first: an event that cannot be placed never hides one that can.
+    return sorted(evs, key=lambda e: event_last_seen(e) or _EPOCH)[-1]
+
+
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+def _is_sandbox_event(e: Obj) -> bool:
+    return e.get("reason") == SANDBOX_EVENT
+
+
+def _is_cdi_event(e: Obj) -> bool:
+    return e.get("type") == "Warning" and "unresolvable cdi devices" in (e.get("message") or "").lower()
+
+
+def _handler_from_toolkit(snapshot: ClusterSnapshot, pod: Obj) -> bool:
+    """Whether the pod's sandbox needs the runtime handler the operator's toolkit writes on this node.
+
+    Operands with a runtimeClassName (validator, device plugin, GFD, DCGM, MIG manager: the operator's
+    setRuntimeClass) run under the `nvidia` handler; the toolkit installer adds it only after its own
+    driver-validation init container passed (WITH_WAIT) and removes it again when it exits. With the toolkit
+    disabled (or opted out on the node) the host provides the handler from the start.
+    """
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    return (bool((pod.get("spec") or {}).get("runtimeClassName"))
+            and snapshot.policy_enabled("toolkit", True)
+            and node_labels(snapshot, node).get(ops.TOOLKIT.deploy_label) != "false")
+
+
+# Part of event_history's answer when the toolkit is not Ready: the pod cannot run before it is (awaits_toolkit).
+AWAITS_TOOLKIT = "the nvidia runtime handler cannot exist yet"
+
+
+def event_history(snapshot: ClusterSnapshot, pod: Obj, event: Obj) -> str:
+    """Why a runtime event about `pod` does not explain the present ('' when it does).
+
+    It does only if it was seen after the pod last ran (a container start, Ready) and, for a pod whose handler
+    the toolkit writes, after that toolkit became Ready on the node: before that, the runtime refusing the
+    pod is the expected bring-up state, and whatever keeps the driver or the toolkit from being ready is the
+    cause. An event without any timestamp is judged by what can be known and the reason says so.
+    """
+    seen = event_last_seen(event)
+    started = pod_last_start(pod)
+    if started is not None and (seen is None or seen <= started):
+        when = "at an unknown time" if seen is None else f"last at {stamp(seen)}"
+        return f"{event.get('reason', 'event')} {when}, before the pod's containers last started ({stamp(started)})"
+    if seen is None and any_container_started(pod):
+        return f"{event.get('reason', 'event')} at an unknown time; the pod's containers have started since"
+    if not _handler_from_toolkit(snapshot, pod):
+        return ""
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    toolkit = operand_pod(snapshot, ops.TOOLKIT, node)
+    if toolkit is None or not pod_ready(toolkit):
+        what = "no toolkit pod" if toolkit is None else f"toolkit pod {name_of(toolkit)} not Ready"
+        return (f"{event.get('reason', 'event')} while {AWAITS_TOOLKIT} ({what} on "
+                f"{node}; it writes the handler once the driver is up)")
+    ready = condition_since(toolkit, "Ready")
+    if seen is not None and ready is not None and seen <= ready:
+        return (f"{event.get('reason', 'event')} last at {stamp(seen)}, before toolkit pod {name_of(toolkit)} "
+                f"became Ready ({stamp(ready)}): bring-up history")
+    return ""
+
+
+def dismissed_refusal(snapshot: ClusterSnapshot, pod: Obj) -> str:
+    """Why the pod's latest sandbox/CDI refusal is not held against the runtime ('' when there is none or it is)."""
+    for match in (_is_sandbox_event, _is_cdi_event):
+        ev = _latest_event(snapshot, pod, match)
+        if ev is not None:
+            why = event_history(snapshot, pod, ev)
+            if why:
+                return why
+    return ""
+
+
+def awaits_toolkit(snapshot: ClusterSnapshot, pod: Obj) -> str:
+    """The pod was refused only because the node's toolkit is not Ready (so has not written the handler)."""
+    why = dismissed_refusal(snapshot, pod)
+    return why if AWAITS_TOOLKIT in why else ""
 
 
 def start_problem(snapshot: ClusterSnapshot, pod: Obj) -> StartProblem | None:
-    """Why the pod's containers cannot start, from kubelet's waiting reasons and the pod's events."""
+    """Why the pod's containers cannot start, from kubelet's waiting reasons and the pod's events.
+
+    Waiting reasons are the present; an event is only when event_history finds nothing newer that outdates it.
+    """
     st = pod.get("status") or {}
     waiting = _waiting((st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []))
     for container, reason, message in waiting:
         if reason in RUNTIME_REASONS:
             return StartProblem("container", reason, container, message or reason)
     if not pod_ready(pod) and st.get("phase") in (None, "Pending"):
-        ev = _latest_event(snapshot, pod, lambda e: e.get("reason") == SANDBOX_EVENT)
-        if ev is not None:
-            return StartProblem("sandbox", SANDBOX_EVENT, None, ev.get("message", ""))
-    cdi = _latest_event(snapshot, pod, lambda e: e.get("type") == "Warning"
-                        and "unresolvable cdi devices" in (e.get("message") or "").lower())
-    if cdi is not None and not pod_ready(pod):
-        return StartProblem("container", cdi.get("reason", "Failed"), None, cdi.get("message", ""))
+        ev = _latest_event(snapshot, pod, _is_sandbox_event)
+        if ev is not None and not event_history(snapshot, pod, ev):
+            return StartProblem("sandbox", SANDBOX_EVENT, None, ev.get("message", ""),
+                                seen=stamp(event_last_seen(ev)))
+    cdi = _latest_event(snapshot, pod, _is_cdi_event)
+    if cdi is not None and not pod_ready(pod) and not event_history(snapshot, pod, cdi):
+        return StartProblem("container", cdi.get("reason", "Failed"), None, cdi.get("message", ""),
+                            seen=stamp(event_last_seen(cdi)))
     for container, reason, message in waiting:
         if reason in IMAGE_REASONS:
             if not message:
@@ -437,6 +619,6 @@ def why_no_pod(snapshot: ClusterSnapshot, ds: Obj, node: str) -> str:
         return f"the node has taints the DaemonSet does not tolerate: {', '.join(taints)}"
     failed = [e for e in snapshot.events_for("DaemonSet", name_of(ds)) if e.get("reason") == "FailedCreate"]
     if failed:
-        latest = sorted(failed, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")[-1]
+        latest = sorted(failed, key=lambda e: event_last_seen(e) or _EPOCH)[-1]
         return f'the DaemonSet cannot create pods: "{latest.get("message", "")}"'
     return ""

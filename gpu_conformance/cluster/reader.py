@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
@@ -178,7 +179,8 @@ class ClusterReader:
              preflight: bool = True) -> ClusterSnapshot:
         start = time.monotonic()
         snap = ClusterSnapshot(server=self.conn.server, context=self.conn.context,
-                               gpu_node_selector=gpu_node_selector)
+                               gpu_node_selector=gpu_node_selector,
+                               read_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         cluster_lists = [
             ListSpec("nodes", "/api/v1/nodes", "", "nodes", shape=trim.NODE),
             ListSpec("clusterpolicies", "/apis/nvidia.com/v1/clusterpolicies", "nvidia.com", "clusterpolicies",

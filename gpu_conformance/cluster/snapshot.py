@@ -86,6 +86,10 @@ class ClusterSnapshot:
     # How many API requests built this snapshot: must not grow with the number of nodes.
     requests: int = 0
     read_seconds: float = 0.0
+    # When the read started (RFC 3339, UTC, this machine's clock); "" = unknown (e.g. a snapshot built in a test).
+    # Only durations against the cluster's own timestamps use it (a driver's startup window), so a skewed clock
+    # shifts those by the skew.
+    read_at: str = ""
     gpu_node_selector: str | None = None
     # What the probe saw (the layer's only input besides the above); None until the probe ran.
     probe: ProbeObservations | None = None

@@ -197,6 +197,33 @@ def _waiting_for_driver(ctx: FaultContext, node: str, log: str | None = None) ->
     _no_cuda_validator(ctx, node)
 
 
+def _driver_not_up(ctx: FaultContext, node: str) -> None:
+    """What a containerd node shows when its driver does not come up after the node (re)started: the toolkit
+    (no runtime class) waits in driver-validation; it removed the nvidia handler when it last exited and writes it
+    again only once Ready, so every runtimeClassName nvidia operand (validator, device plugin, GFD, DCGM exporter,
+    MIG manager) is Pending without a sandbox, with FailedCreatePodSandBox events. No validation stage ever runs
+    there. Operands without a runtime class (NRI) wait at their first gate as before."""
+    ctx.host_fault(node, hosts.HANDLER_REMOVED)
+    t = ctx.pod(op.TOOLKIT.daemonset, node)
+    ctx.set_status(t, pod_states.stuck_in_init(t, "driver-validation", crash=False))
+    ctx.log("driver-validation", DRIVER_FAIL_LOG.format(t=_t()))
+    _no_cuda_validator(ctx, node)
+    for o in (op.VALIDATOR, *GATED):
+        pods = ctx.pods(o.daemonset, node)
+        if not pods:
+            continue
+        if pods[0]["spec"].get("runtimeClassName") != "nvidia":
+            if o is op.VALIDATOR:
+                _validator_stuck(ctx, node, "driver-validation", crash=False, restarts=0)
+            elif any(c["name"] == "toolkit-validation" for c in pods[0]["spec"].get("initContainers") or []):
+                ctx.set_status(pods[0], pod_states.stuck_in_init(pods[0], "toolkit-validation", crash=False))
+            continue
+        pod = _recreate(ctx, o.daemonset, node)
+        ctx.set_status(pod, pod_states.no_sandbox(pod))
+        _event(ctx, pod, "FailedCreatePodSandBox", NO_NVIDIA_RUNTIME, count=14)
+    ctx.drop_gpu_resources(node)  # the device plugin never started
+
+
 def _no_cuda_validator(ctx: FaultContext, node: str) -> None:
     # The validator never reached cuda-validation, so it never created its workload pod on this node.
     for p in ctx.pods(op.CUDA_VALIDATOR_APP, node):
@@ -387,16 +414,19 @@ def _driver_upgrade(ctx: FaultContext) -> None:
 
 # ---- driver-toolkit ---------------------------------------------------------------------------
 @fault("driver-crashloop", "the operator's driver container crash-loops on one node (e.g. no precompiled driver "
-       "for a new kernel): toolkit, validator and every gated operand wait",
-       "gpu-node-1: nvidia-driver-ctr CrashLoopBackOff; toolkit and validator waiting in driver-validation; "
-       "device plugin/GFD/DCGM exporter in Init:0/1; no GPU resources; no cuda validator",
-       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004"}, NODE,
-       states_not_ready=frozenset({"state-driver", "state-operator-validation", "state-device-plugin"}))
+       "for a new kernel after a reboot): the toolkit waits for it, so the nvidia runtime handler is not there and "
+       "every runtimeClass operand is refused its sandbox — the driver is the root cause, not the runtime",
+       "gpu-node-1: nvidia-driver-ctr CrashLoopBackOff; toolkit waiting in driver-validation; validator, device "
+       "plugin, GFD, DCGM exporter re-created Pending without a sandbox (FailedCreatePodSandBox 'no runtime for "
+       "\"nvidia\" is configured'); no GPU resources; no cuda validator",
+       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003"}, NODE,
+       states_not_ready=frozenset({"state-driver", "state-operator-validation", "state-device-plugin"}),
+       root_cause_check="DRV-002", root_cause_says="CrashLoopBackOff")
 def _driver_crashloop(ctx: FaultContext) -> None:
     ctx.host_fault(NODE, hosts.DRIVER_UNLOADABLE)
     d = ctx.pod(op.DRIVER.daemonset, NODE)
     ctx.set_status(d, pod_states.crash_looping(d, "nvidia-driver-ctr", restarts=8))
-    _waiting_for_driver(ctx, NODE)
+    _driver_not_up(ctx, NODE)
 
 
 @fault("host-driver-broken", "host driver mode (driver.enabled=false) with a broken host driver (e.g. kernel "
@@ -783,9 +813,10 @@ def _runtime_handler_missing(ctx: FaultContext) -> None:
 @fault("driver-image-pull-failure", "the driver image cannot be pulled on one node (air-gapped registry mirror "
        "without the image for this kernel/OS): the driver pod sits in ImagePullBackOff, everything after it waits",
        "gpu-node-1: driver pod re-created, nvidia-driver-ctr ImagePullBackOff with Failed/ErrImagePull and "
-       "BackOff events; toolkit and validator waiting in driver-validation; gated operands Init:0/1; no GPU "
+       "BackOff events; toolkit waiting in driver-validation; validator and gated operands re-created Pending "
+       "without a sandbox (FailedCreatePodSandBox: no nvidia handler before the toolkit is Ready); no GPU "
        "resources; no cuda validator",
-       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003", "DRV-004"}, NODE,
+       Layer.DRIVER_TOOLKIT, {"DRV-002", "DRV-003"}, NODE,
        states_not_ready=frozenset({"state-driver"}), root_cause_check="DRV-002", root_cause_says="pull")
 def _driver_image_pull(ctx: FaultContext) -> None:
     pod = _recreate(ctx, op.DRIVER.daemonset, NODE)
@@ -801,7 +832,7 @@ def _driver_image_pull(ctx: FaultContext) -> None:
     _event(ctx, pod, "BackOff", f'Back-off pulling image "{image}"', kind="Normal", count=40,
            field_path=where)
     _event(ctx, pod, "Failed", "Error: ImagePullBackOff", count=40, field_path=where)
-    _waiting_for_driver(ctx, NODE)
+    _driver_not_up(ctx, NODE)
 
 
 

@@ -66,7 +66,11 @@ DRIVER_UNLOADABLE = "driver-unloadable"  # the kernel module does not load: driv
 RUNTIME_CLOBBERED = "runtime-clobbered"  # containerd lost the toolkit's nvidia runtime config: nvidia-smi not found
 RUNTIME_MISSING = "runtime-missing"      # no "nvidia" runtime handler: runtimeClassName nvidia pods get no sandbox
 CUDA_FAILING = "cuda-failing"            # vectorAdd fails (GPU off the bus, driver/CUDA mismatch)
-HOST_FAULTS = (DRIVER_UNLOADABLE, RUNTIME_CLOBBERED, RUNTIME_MISSING, CUDA_FAILING)
+# The node restarted: the toolkit removed the nvidia handler when it exited (the installer's cleanup) and writes it
+# again only once it is Ready, after its driver-validation passed. Until then runtimeClassName nvidia pods get no
+# sandbox — the normal state of a node whose driver is not up yet.
+HANDLER_REMOVED = "handler-removed"
+HOST_FAULTS = (DRIVER_UNLOADABLE, RUNTIME_CLOBBERED, RUNTIME_MISSING, CUDA_FAILING, HANDLER_REMOVED)
 # Init containers this loop runs (kwok-stages.yaml leaves every pod that has one to it).
 PLAYED_SUFFIX = "-validation"
 # Stage outcomes of one init container.
@@ -417,7 +421,8 @@ class OperandSim:
 
     def _next_status(self, pod: Obj, v: _Node, actions: list[Action]) -> Obj:
         """The pod's status after this round: at most one more init container through, as a node runs them."""
-        if RUNTIME_MISSING in v.host and pod["spec"].get("runtimeClassName") == "nvidia":
+        if pod["spec"].get("runtimeClassName") == "nvidia" and (
+                RUNTIME_MISSING in v.host or (HANDLER_REMOVED in v.host and not v.toolkit_ready())):
             return pod_states.no_sandbox(pod)
         app = (pod["metadata"].get("labels") or {}).get("app", "")
         inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
