@@ -15,6 +15,7 @@ from factory import (
     pod_for,
     refresh,
     remove_daemonset,
+    remove_pods,
     sandbox_refused,
     set_node_condition,
     stuck_init,
@@ -386,3 +387,24 @@ def test_sandbox_state_maps_to_its_daemonset() -> None:
     assert BY_STATE["state-sandbox-device-plugin"].daemonset == "nvidia-sandbox-device-plugin-daemonset"
     assert BY_STATE["state-vgpu-manager"].daemonset == "nvidia-vgpu-manager-daemonset"
     assert BY_STATE["state-mps-control-daemon"].daemonset == "nvidia-device-plugin-mps-control-daemon"
+
+
+def test_before_conditions_no_nfd_labels_is_still_nfds_failure() -> None:
+    # v22.9-v23.6 write only status.state: notReady when no node has any NFD label (clusterpolicy_controller.go).
+    snap = healthy_snapshot("v23.6.2")
+    without_nfd(snap, fresh=True)
+    snap.clusterpolicies[0]["status"] = {"state": "notReady", "namespace": "gpu-operator"}
+    v = judge(snap)
+    assert v.cluster_blocker is not None and v.cluster_blocker.check_id == "NFD-001"
+    assert v.outcomes["OPR-003"].status == Status.BLOCKED
+
+
+def test_validator_waiting_for_a_missing_driver_blames_the_driver() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    remove_pods(snap, DRIVER, "gpu-node-1")
+    stuck_init(pod_for(snap, VALIDATOR, "gpu-node-1"), "driver-validation", reason="Running", restarts=0,
+               snapshot=snap)
+    v = judge(snap)
+    rc = next(n for n in v.nodes if n.node == "gpu-node-1").root_cause
+    assert rc is not None and rc.check_id == "LBL-002" and DRIVER in rc.message, rc
+    assert v.outcomes["DRV-004"].status == Status.BLOCKED
