@@ -18,6 +18,7 @@ from factory import (
     remove_pods,
     sandbox_refused,
     set_node_condition,
+    set_node_resource,
     stuck_init,
 )
 
@@ -408,3 +409,13 @@ def test_validator_waiting_for_a_missing_driver_blames_the_driver() -> None:
     rc = next(n for n in v.nodes if n.node == "gpu-node-1").root_cause
     assert rc is not None and rc.check_id == "LBL-002" and DRIVER in rc.message, rc
     assert v.outcomes["DRV-004"].status == Status.BLOCKED
+
+
+def test_gpu_fallen_off_the_bus_that_also_crashes_dcgm_exporter_is_the_device_plugins_finding() -> None:
+    # Audit m10: XID 79 marks the GPU unhealthy (allocatable drops) and crashes the DCGM exporter on that node.
+    snap = healthy_snapshot("v25.3.4", gpus_per_node=2)
+    set_node_resource(snap, "gpu-node-1", 2, 1)
+    crash_container(pod_for(snap, DCGM_EXPORTER, "gpu-node-1"), "nvidia-dcgm-exporter", restarts=9, snapshot=snap)
+    v = judge(snap)
+    assert causes(v)["gpu-node-1"] == "DPL-003"
+    assert v.outcomes["DPL-003"].status == Status.FAIL and v.outcomes["OPR-007"].status == Status.FAIL
