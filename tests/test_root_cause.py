@@ -419,3 +419,14 @@ def test_gpu_fallen_off_the_bus_that_also_crashes_dcgm_exporter_is_the_device_pl
     v = judge(snap)
     assert causes(v)["gpu-node-1"] == "DPL-003"
     assert v.outcomes["DPL-003"].status == Status.FAIL and v.outcomes["OPR-007"].status == Status.FAIL
+
+
+def test_mps_control_daemon_without_a_pod_on_its_node() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    ds = add_mps_control_daemon(snap, ["gpu-node-1", "gpu-node-3"])
+    remove_pods(snap, ds["metadata"]["name"], "gpu-node-3")
+    not_ready(snap, "ClusterPolicy is not ready, states not ready: [state-mps-control-daemon]")
+    v = judge(snap)
+    assert causes(v) == {"gpu-node-1": None, "gpu-node-2": None, "gpu-node-3": "OPR-003"}
+    rc = next(n for n in v.nodes if n.node == "gpu-node-3").root_cause
+    assert rc is not None and "has no pod here" in rc.message

@@ -196,6 +196,13 @@ def _unjudged_operand_findings(snap: ClusterSnapshot, st: str, operand: Operand,
     """Per node, the pods of a state no later layer judges (MPS control daemon, sandbox/vGPU operands)."""
     out = []
     for ds in daemonsets_of(snap, operand):
+        have = {p.get("spec", {}).get("nodeName") for p in snap.pods_of(ds)}
+        out += [Finding(Status.FAIL, f"{st} not ready on this node: DaemonSet {name_of(ds)} selects it but has no "
+                        "pod here (see its FailedCreate events)", node=n,
+                        evidence={"object": f"daemonset/{name_of(ds)}", "state": st, "observed": "no pod",
+                                  "expected": "one Ready pod"},
+                        kubectl=f"kubectl -n {snap.operator_namespace} describe daemonset {name_of(ds)}")
+                for n in nodes if n not in have and n in snap.gpu_node_names]
         for pod in snap.pods_of(ds):
             n = pod.get("spec", {}).get("nodeName")
             if n not in nodes or pod_ready(pod) or pod.get("metadata", {}).get("deletionTimestamp"):
