@@ -145,8 +145,9 @@ def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str
             "are unavailable on some node: a symptom, judged per node by the later layers.",
        kubectl="kubectl get clusterpolicies.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} "
                "{.status.state} {.status.conditions}{\"\\n\"}{end}'",
-       detects="no GPU nodes, NFD labels missing, never reconciled, reconcile errors; operand states notReady "
-               "that no node's unavailable pod explains")
+       detects="never reconciled, reconcile errors; operand states notReady that no node's unavailable pod "
+               "explains; MPS control daemon or sandbox/vGPU operand pods unavailable on a node; NoGPUNodes / "
+               "NFDLabelsMissing where no NFD check explains them")
 def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     cp = snap.active_clusterpolicy
     if cp is None:
