@@ -77,6 +77,13 @@ class Finding:
     # A cluster-wide FAIL stops every node's later layers unless it is a symptom the per-node layers explain
     # (e.g. ClusterPolicy notReady because one node's driver crash-loops).
     blocking: bool = True
+    # Checks whose failure explains this one, following the operator's own dependencies rather than the suite's
+    # layer order (the operator deploys nothing while no node carries NFD's GPU label: NFD explains the missing
+    # DaemonSets). Where one of them fails (on this node, or cluster-wide), it is the root cause and this finding
+    # is reported as its consequence.
+    explained_by: tuple[str, ...] = ()
+    # Overrides the check's gpu_path for this finding (one check may judge operands on and off the GPU path).
+    gpu_path: bool | None = None
 
     def __post_init__(self) -> None:
         # Positional arguments from before check_id moved last would shift silently; refuse them loudly.
@@ -93,6 +100,7 @@ class Finding:
             "hint": self.hint,
             "kubectl": self.kubectl,
             "blocking": self.blocking,
+            "explained_by": list(self.explained_by),
         }
 
 
@@ -117,6 +125,13 @@ class Check:
     # A node-level precondition (node health): its failure is the node's root cause whatever layer the other
     # failing checks belong to, because they are all consequences of it.
     gate: bool = False
+    # Whether what it judges lies on the path a pod's GPU takes. An off-path failure (DCGM, its exporter, the node
+    # status exporter) fails its check and the run, but blocks no later layer, and is a node's root cause only
+    # when nothing on the GPU path fails there.
+    gpu_path: bool = True
+
+    def on_gpu_path(self, finding: Finding) -> bool:
+        return self.gpu_path if finding.gpu_path is None else finding.gpu_path
 
     def run(self, snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
         if self.func is None:

@@ -56,7 +56,31 @@ OPERANDS: tuple[Operand, ...] = (
     DRIVER, TOOLKIT, VALIDATOR, DEVICE_PLUGIN, DCGM, DCGM_EXPORTER, GFD, MIG_MANAGER, NODE_STATUS_EXPORTER,
 )
 
-BY_STATE = {o.state: o for o in OPERANDS}
+def _state_operands() -> dict[str, Operand]:
+    """Every operator state that owns a DaemonSet, in any release (state_manager.go addState lists), by name.
+
+    The `container` operands above come first; the others (MPS control daemon from v24.3, the sandbox and vGPU
+    states, kata, CC manager) come from the signal inventory, so a not-ready state is mapped to its DaemonSet and
+    nodes whichever workload config runs. No later layer judges those per node: OPR-003 does.
+    """
+    from gpu_conformance import inventory
+
+    out = {o.state: o for o in OPERANDS}
+    for row in inventory.load().of_kind("daemonset"):
+        if row.state and row.state not in out:
+            out[row.state] = Operand(row.name, row.name, None, False,
+                                     row.node_selector[0] if row.node_selector else "", state=row.state)
+    return out
+
+
+BY_STATE: dict[str, Operand] = _state_operands()
+
+
+def known_state(name: str) -> bool:
+    """Whether some operator release has a state of this name (with or without a DaemonSet of its own)."""
+    from gpu_conformance import inventory
+
+    return name in BY_STATE or any(r.name == name for r in inventory.load().of_kind("operator-state"))
 
 # Deploy labels every GPU node carries in the `container` workload config (the field note's 8),
 # plus `client` from v26.7 and `mig-manager` on MIG-capable nodes.

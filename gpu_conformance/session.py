@@ -137,7 +137,7 @@ class ConformanceRun:
             else:
                 pre = decide(catalogue.all_checks(), self.findings, self.snapshot.gpu_node_names,
                              [layer for layer in LAYER_ORDER if layer != Layer.PROBE])
-                eligible = [n.node for n in pre.nodes if n.root_cause is None and n.transient is None]
+                eligible = [n.node for n in pre.nodes if n.gpu_path_clear]
                 probe.run(eligible if nodes is None else nodes, self.probe_namespace)
         finally:
             if probe.obs.aborted:

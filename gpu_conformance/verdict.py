@@ -1,4 +1,9 @@
-"""From findings to verdicts: per GPU node the first failing layer is the root cause, later layers are blocked."""
+"""From findings to verdicts: per GPU node the first failing layer is the root cause, later layers are blocked.
+
+Two relations refine the layer order, both following the operator's own dependencies: a finding `explained_by` a
+check that fails defers to it (that check is the root cause, whatever its layer), and a check off the GPU path
+(monitoring) fails without blocking the layers after it.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +26,12 @@ class RootCause:
     gate: bool = False
     # A pause (cordon, driver upgrade step, MIG change), not a break: it holds back only the probe.
     pause: bool = False
+    # Off the GPU path (monitoring): the node's root cause only because nothing on the path failed; blocks nothing.
+    off_path: bool = False
 
     def covers(self, check: Check) -> bool:
         """Whether a failure of `check` on this node is explained by (blocked behind) this root cause."""
-        if check.id == self.check_id:
+        if check.id == self.check_id or self.off_path:
             return False
         if self.pause:
             # A paused node is still judged layer by layer (a broken component under a pause is its root cause);
@@ -33,7 +40,10 @@ class RootCause:
         return self.gate or self.layer.index < check.layer.index
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layer": str(self.layer), "check": self.check_id, "message": self.message}
+        d: dict[str, Any] = {"layer": str(self.layer), "check": self.check_id, "message": self.message}
+        if self.off_path:
+            d["off_gpu_path"] = True
+        return d
 
     def sentence(self) -> str:
         return f"{self.layer} ({self.check_id}): {self.message}"
@@ -47,6 +57,11 @@ class NodeVerdict:
     # A transient state (cordon, driver upgrade step, MIG change), recorded whatever the layers say. It makes the
     # node INCOMPLETE (not probed) only while no layer fails: a failure under a pause is still the root cause.
     transient: RootCause | None = None
+
+    @property
+    def gpu_path_clear(self) -> bool:
+        """Nothing on the GPU path failed or paused here (an off-path failure does not stop the probe)."""
+        return (self.root_cause is None or self.root_cause.off_path) and self.transient is None
 
     @property
     def stop(self) -> RootCause | None:
@@ -128,6 +143,29 @@ def decide(
     by_id = {c.id: c for c in checks}
     gate_ids = {c.id for c in checks if c.gate}
 
+    # Where each check fails, and what its failures name as their explanation: `explained_by` is followed only to
+    # a check that fails there and does not itself claim to be explained by this one (no cycle hides both).
+    failing_at: dict[str, dict[str | None, str]] = {}
+    claims: dict[str, set[str]] = {}
+    for f in findings:
+        if f.status == Status.FAIL:
+            failing_at.setdefault(f.check_id, {}).setdefault(f.node, f.message)
+            claims.setdefault(f.check_id, set()).update(f.explained_by)
+
+    def explainer(f: Finding) -> tuple[str, str] | None:
+        """The failing check (and its message) that explains failing finding f: on f's node or cluster-wide; for a
+        cluster-wide finding, on any node."""
+        if f.status != Status.FAIL:
+            return None
+        for x in f.explained_by:
+            where = failing_at.get(x, {})
+            if f.check_id in claims.get(x, set()):
+                continue
+            for at in ((f.node, None) if f.node is not None else (None, *sorted(k for k in where if k))):
+                if at in where:
+                    return x, where[at]
+        return None
+
     cluster_findings: dict[Layer, list[Finding]] = {layer: [] for layer in LAYER_ORDER}
     node_findings: dict[str, dict[Layer, list[Finding]]] = {n: {layer: [] for layer in LAYER_ORDER}
                                                             for n in gpu_nodes}
@@ -143,7 +181,7 @@ def decide(
 
     cluster_blocker: RootCause | None = None
     for layer in LAYER_ORDER:
-        ff = _first_fail(cluster_findings[layer], check_order)
+        ff = _first_fail([f for f in cluster_findings[layer] if explainer(f) is None], check_order)
         if ff:
             cluster_blocker = RootCause(layer, ff.check_id, ff.message)
             break
@@ -157,6 +195,7 @@ def decide(
                                       or cluster_blocker.layer.index > by_id[gate_fail.check_id].layer.index):
             nv.root_cause = RootCause(by_id[gate_fail.check_id].layer, gate_fail.check_id, gate_fail.message,
                                       gate=True)
+        off_path: RootCause | None = None
         for layer in LAYER_ORDER:
             if nv.root_cause is not None and nv.root_cause.gate:
                 nv.layers[layer] = Status.FAIL if layer == nv.root_cause.layer else Status.BLOCKED
@@ -168,18 +207,29 @@ def decide(
                 nv.layers[layer] = Status.NA
                 continue
             fs = node_findings[n][layer] + cluster_findings[layer]
-            status = worst({f.status for f in fs}) if fs else Status.NA
+            # A failure another failing check explains is that check's consequence: blocked, never a root cause.
+            judged = [f for f in fs if explainer(f) is None]
+            status = worst({f.status for f in judged} | ({Status.BLOCKED} if len(judged) < len(fs) else set())) \
+                if fs else Status.NA
             nv.layers[layer] = status
-            if status == Status.FAIL:
-                ff = _first_fail(fs, check_order)
-                assert ff is not None
+            on_path = [f for f in judged if by_id[f.check_id].on_gpu_path(f)]
+            ff = _first_fail(on_path, check_order)
+            if ff is not None:
                 nv.root_cause = RootCause(layer, ff.check_id, ff.message)
-            elif nv.transient is None:
-                # Recorded, and the node's later layers still judged: what the pause itself explains the checks
-                # already report as a warning; anything else failing there is the node's root cause.
-                tr = next((f for f in fs if f.status == Status.WARN and f.evidence.get("transient")), None)
-                if tr is not None:
-                    nv.transient = RootCause(layer, tr.check_id, tr.message, pause=True)
+            else:
+                if status == Status.FAIL and off_path is None:
+                    # Only off-path checks failed here: remembered, and the GPU path is judged on.
+                    off = _first_fail(judged, check_order)
+                    if off is not None:
+                        off_path = RootCause(layer, off.check_id, off.message, off_path=True)
+                if nv.transient is None:
+                    # Recorded, and the node's later layers still judged: what the pause itself explains the
+                    # checks already report as a warning; anything else failing there is the node's root cause.
+                    tr = next((f for f in fs if f.status == Status.WARN and f.evidence.get("transient")), None)
+                    if tr is not None:
+                        nv.transient = RootCause(layer, tr.check_id, tr.message, pause=True)
+        if nv.root_cause is None and off_path is not None:
+            nv.root_cause = off_path
         nodes.append(nv)
     node_by_name = {nv.node: nv for nv in nodes}
 
@@ -201,6 +251,10 @@ def decide(
         cluster_blocks_c = cluster_blocker is not None and cluster_blocker.layer.index < c.layer.index
         for f in fs:
             if f.status != Status.FAIL:
+                continue
+            if (why := explainer(f)) is not None:
+                blocked.append(f.node or "<cluster>")
+                reasons.append(f"explained by {by_id[why[0]].layer} ({why[0]}): {why[1]}")
                 continue
             if f.node is None:
                 if cluster_blocks_c:

@@ -1106,3 +1106,54 @@ def as_served(obj: Obj) -> Obj:
         st["addresses"] = [{"type": "InternalIP", "address": "10.0.0.10"}]
         st["daemonEndpoints"] = {"kubeletEndpoint": {"Port": 10250}}
     return out
+
+
+def lose_nfd_gpu_label(snapshot: ClusterSnapshot, node_name: str, *, keep_features: bool = False) -> Obj:
+    """What follows when a GPU node loses NFD's NVIDIA PCI label (state_manager.go labelGPUNodes): the operator sets
+    gpu.present=false and removes the deploy labels, the DaemonSet controller withdraws the operand pods, the GPUs
+    leave capacity. keep_features: NFD still labels the node (the GPU left the PCI bus); else every NFD label goes."""
+    n = node(snapshot, node_name)
+    labels = n["metadata"]["labels"]
+    for key in list(labels):
+        if key.startswith(ops.DEPLOY_PREFIX) or key.endswith("pci-10de.present") or (
+                not keep_features and key.startswith("feature.node.kubernetes.io/")):
+            labels.pop(key)
+    labels[GPU_PRESENT_LABEL] = "false"
+    for key in ("capacity", "allocatable"):
+        n["status"][key] = {k: v for k, v in n["status"][key].items() if not k.startswith("nvidia.com/")}
+    operand_apps = {o.app for o in ops.OPERANDS} | {ops.CUDA_VALIDATOR_APP}
+    snapshot.pods = [p for p in snapshot.pods if not (p["spec"].get("nodeName") == node_name
+                                                        and labels_of(p).get("app") in operand_apps)]
+    refresh(snapshot)
+    return n
+
+
+def add_mps_control_daemon(snapshot: ClusterSnapshot, nodes: list[str]) -> Obj:
+    """The MPS control daemon (state-mps-control-daemon, v24.3+) on nodes labelled nvidia.com/mps.capable=true, shaped
+    like the device plugin's DaemonSet it ships with; returns the DaemonSet."""
+    import copy
+
+    name = "nvidia-device-plugin-mps-control-daemon"
+    dp = daemonset(snapshot, ops.DEVICE_PLUGIN.daemonset)
+    ds = copy.deepcopy(dp)
+    ds["metadata"].update({"name": name, "uid": _uid("ds", snapshot.operator_namespace, name),
+                           "labels": {**ds["metadata"]["labels"], "app": name}})
+    ds["spec"]["selector"] = {"matchLabels": {"app": name}}
+    tmpl = ds["spec"]["template"]
+    tmpl["metadata"]["labels"] = {**tmpl["metadata"]["labels"], "app": name}
+    tmpl["spec"]["nodeSelector"] = {**tmpl["spec"]["nodeSelector"], "nvidia.com/mps.capable": "true"}
+    tmpl["spec"]["containers"] = [{**tmpl["spec"]["containers"][0], "name": "mps-control-daemon-ctr"}]
+    snapshot.daemonsets.append(ds)
+    for n in nodes:
+        node(snapshot, n)["metadata"]["labels"]["nvidia.com/mps.capable"] = "true"
+        pod = copy.deepcopy(pod_for(snapshot, ops.DEVICE_PLUGIN.app, n))
+        pname = f"{name}-{_suffix(name, n)}"
+        pod["metadata"].update({"name": pname, "uid": _uid("pod", snapshot.operator_namespace, pname),
+                                "labels": {**pod["metadata"]["labels"], "app": name},
+                                "ownerReferences": [_owner("DaemonSet", name, ds["metadata"]["uid"])]})
+        pod["spec"]["containers"] = [{**pod["spec"]["containers"][0], "name": "mps-control-daemon-ctr"}]
+        pod["status"]["containerStatuses"] = [{**pod["status"]["containerStatuses"][0],
+                                               "name": "mps-control-daemon-ctr"}]
+        snapshot.pods.append(pod)
+    refresh(snapshot)
+    return ds

@@ -24,6 +24,9 @@ pytestmark = pytest.mark.sim
 TIMINGS = Path("reports/fault-matrix-timings.json")
 # Checks no fault can make FAIL, by design (each says why in its catalogue entry).
 NEVER_FAIL = {"OPR-005"}  # an untagged operator image is a warning: expectations fall back to the newest release
+# Checks whose failures no sim fault reaches yet, with the unit tests that make them fail. OPR-003's one sim fault
+# (no-gpu-nodes) is now explained by NFD-001 (issue 20 item 5); an MPS control daemon fault would trip it.
+UNIT_TESTED_ONLY = {"OPR-003": "tests/test_root_cause.py::test_mps_control_daemon_not_ready_is_named_on_its_node"}
 
 
 def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path, gpu_nodes: int = 3,
@@ -84,7 +87,9 @@ def assert_declared(f: Fault, data: dict) -> None:
             if f.root_cause_check:
                 assert rc["check"] == f.root_cause_check and f.root_cause_says in rc["message"], (name, rc)
             later = LAYER_ORDER[LAYER_ORDER.index(f.layer) + 1:]
-            assert all(n["layers"][str(layer)] == "blocked" for layer in later), (name, n["layers"])
+            # Off the GPU path (monitoring) nothing is blocked: the later layers, the probe included, are judged.
+            after = {"pass", "warn", "n/a"} if rc.get("off_gpu_path") else {"blocked"}
+            assert all(n["layers"][str(layer)] in after for layer in later), (name, n["layers"])
         elif name in affected:  # transient: paused, not failed
             assert n["root_cause"] is None and n["transient"], n
         else:
@@ -104,7 +109,7 @@ def test_fault_trips_exactly_its_checks(name: str, tmp_path: Path) -> None:
 @pytest.mark.fast  # pure: the fault list against the catalogue
 def test_every_check_is_tripped_by_some_fault() -> None:
     tripped = set().union(*(f.checks for f in FAULTS.values()))
-    unreached = {c.id for c in catalogue.all_checks()} - tripped - NEVER_FAIL
+    unreached = {c.id for c in catalogue.all_checks()} - tripped - NEVER_FAIL - set(UNIT_TESTED_ONLY)
     assert not unreached, f"no fault makes these checks fail: {sorted(unreached)}"
 
 

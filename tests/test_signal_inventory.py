@@ -145,8 +145,6 @@ KNOWN_MISMATCHES = {
     "gpu-feature-discovery init v24.9.0..v24.9.2": "the GFD pod also runs gpu-feature-discovery-imex-init "
                                                    "(unconditional, v24.9.x only); operands.GFD lists only "
                                                    "toolkit-validation",
-    "state-mps-control-daemon not in BY_STATE": "the MPS control daemon (v24.3.0+) is no Operand; OPR-003 cannot "
-                                                "name a node for it (realism audit v2, m2)",
 }
 
 

@@ -113,3 +113,64 @@ def test_check_is_blocked_when_every_node_stopped_earlier() -> None:
     v = decide(CHECKS, per_node({("DRV-X", "n1"): Status.FAIL, ("DRV-X", "n2"): Status.FAIL}), NODES)
     assert v.outcomes["DPL-X"].status == Status.BLOCKED and "every GPU node is blocked" in v.outcomes["DPL-X"].reason
     assert v.outcomes["OPR-X"].status == Status.PASS
+
+
+def test_a_finding_explained_by_a_later_layer_defers_to_it() -> None:
+    # The operator's layer reports what NFD's failure caused: NFD is the root cause, whatever the layer order says.
+    checks = CHECKS + [Check("NFD-X", Layer.NFD, "nfd", "", "")]
+    findings = [Finding(Status.FAIL, "operator deployed nothing", check_id="OPR-X", explained_by=("NFD-X",)),
+                Finding(Status.FAIL, "no node carries NFD's GPU label", check_id="NFD-X")]
+    findings += per_node({})[1:]
+    v = decide(checks, findings, NODES)
+    assert v.cluster_blocker and v.cluster_blocker.check_id == "NFD-X"
+    o = v.outcomes["OPR-X"]
+    assert o.status == Status.BLOCKED and o.reason == "explained by nfd (NFD-X): no node carries NFD's GPU label"
+    assert v.outcomes["NFD-X"].status == Status.FAIL and v.overall == NOT_CONFORMANT
+
+
+def test_explanation_applies_only_where_the_explaining_check_fails() -> None:
+    checks = CHECKS + [Check("NFD-X", Layer.NFD, "nfd", "", "")]
+    findings = [Finding(Status.FAIL, "operator deployed nothing", check_id="OPR-X", explained_by=("NFD-X",)),
+                Finding(Status.PASS, "NFD fine", check_id="NFD-X")] + per_node({})[1:]
+    v = decide(checks, findings, NODES)
+    assert v.cluster_blocker and v.cluster_blocker.check_id == "OPR-X"
+
+
+def test_per_node_explanation_and_no_cycle() -> None:
+    checks = CHECKS + [Check("NFD-X", Layer.NFD, "nfd", "", "")]
+    findings = per_node({}) + [
+        Finding(Status.FAIL, "monitoring pod missing", node="n1", check_id="OPR-Y", explained_by=("NFD-X",)),
+        Finding(Status.FAIL, "GPU gone from PCI", node="n1", check_id="NFD-X"),
+        # Two findings that each claim the other: neither hides the other.
+        Finding(Status.FAIL, "a", node="n2", check_id="DRV-X", explained_by=("DPL-X",)),
+        Finding(Status.FAIL, "b", node="n2", check_id="DPL-X", explained_by=("DRV-X",))]
+    checks.append(Check("OPR-Y", Layer.OPERATOR, "op2", "", ""))
+    v = decide(checks, findings, NODES)
+    n1, n2 = v.nodes
+    assert n1.root_cause and n1.root_cause.check_id == "NFD-X"
+    assert n1.layers[Layer.OPERATOR] == Status.BLOCKED
+    assert v.outcomes["OPR-Y"].status == Status.BLOCKED and "explained by nfd" in v.outcomes["OPR-Y"].reason
+    assert n2.root_cause and n2.root_cause.check_id == "DRV-X"
+
+
+def test_off_path_failure_blocks_nothing_and_yields_to_the_gpu_path() -> None:
+    checks = [Check("MON-X", Layer.OPERATOR, "monitoring", "", "", gpu_path=False)] + CHECKS
+    findings = per_node({("DPL-X", "n2"): Status.FAIL}) + [
+        Finding(Status.FAIL, "dcgm-exporter crash-looping", node=n, check_id="MON-X") for n in NODES]
+    v = decide(checks, findings, NODES)
+    n1, n2 = v.nodes
+    # n1: nothing on the GPU path failed, so the monitoring failure is its root cause, and every layer was judged.
+    assert n1.root_cause and n1.root_cause.check_id == "MON-X" and n1.root_cause.off_path and n1.gpu_path_clear
+    assert n1.layers[Layer.DEVICE_PLUGIN] == Status.PASS and n1.layers[Layer.PROBE] == Status.PASS
+    # n2: the device plugin is the root cause; the monitoring check still fails there.
+    assert n2.root_cause and n2.root_cause.check_id == "DPL-X" and not n2.gpu_path_clear
+    assert v.outcomes["MON-X"].status == Status.FAIL and v.outcomes["MON-X"].failing_nodes == ["n1", "n2"]
+    assert v.outcomes["PRB-X"].status == Status.PASS and v.overall == NOT_CONFORMANT
+
+
+def test_a_finding_can_put_itself_on_the_gpu_path() -> None:
+    checks = [Check("MON-X", Layer.OPERATOR, "monitoring", "", "", gpu_path=False)] + CHECKS
+    findings = per_node({}) + [Finding(Status.FAIL, "MIG manager failed", node="n1", check_id="MON-X", gpu_path=True)]
+    v = decide(checks, findings, NODES)
+    assert v.nodes[0].root_cause and not v.nodes[0].root_cause.off_path
+    assert v.nodes[0].layers[Layer.DEVICE_PLUGIN] == Status.BLOCKED

@@ -257,7 +257,8 @@ def toolkit_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
     # A toolkit waiting for a driver that is still within its startup window is the expected order, not a fault:
     # the driver's transient finding (DRV-002) speaks for the node.
     for i, f in enumerate(out):
-        pod = operand_pod(snapshot, ops.TOOLKIT, f.node or "") if f.status == Status.FAIL or f.evidence.get("transient") else None
+        held = f.status == Status.FAIL or f.evidence.get("transient")
+        pod = operand_pod(snapshot, ops.TOOLKIT, f.node or "") if held else None
         starting = node_driver_starting(snapshot, f.node or "") if pod is not None else ""
         if pod is not None and starting and waits_for_driver(snapshot, pod):
             out[i] = Finding(Status.NA, f"toolkit pod {name_of(pod)} on {f.node} waits in driver-validation for "

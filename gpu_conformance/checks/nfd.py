@@ -18,6 +18,7 @@ from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.settings import Settings
 
 L = Layer.NFD
+NFD_PREFIX = "feature.node.kubernetes.io/"
 
 
 def _role(pod: dict) -> str:
@@ -80,9 +81,11 @@ def nfd_pods_running(snap: ClusterSnapshot, settings: Settings) -> list[Finding]
 
 @check("NFD-003", L, "NFD PCI label and nvidia.com/gpu.present agree",
        hint="nvidia.com/gpu.present only says the hardware was detected. The operator sets it from NFD's PCI "
-            "label, and to 'false' when that label disappears.",
+            "label, and to 'false' when that label disappears: the GPU is gone from the PCI bus (fallen off the bus, "
+            "XID 79; check `lspci -d 10de:` and the kernel log on the node) or NFD stopped labelling the node.",
        kubectl="kubectl get node {node} --show-labels",
-       detects="a GPU node that lost its NFD label (gpu.present=false), or a label set by hand without NFD")
+       detects="a GPU node that lost its NFD PCI label (gpu.present=false): GPU gone from the PCI bus, or NFD "
+               "not labelling it; a label set by hand without NFD")
 def nfd_labels_consistent(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     findings = []
     for node in snap.gpu_nodes:
@@ -99,9 +102,26 @@ def nfd_labels_consistent(snap: ClusterSnapshot, settings: Settings) -> list[Fin
                                     f"NFD found an NVIDIA GPU but {GPU_PRESENT_LABEL}={present or '<absent>'}: "
                                     "the operator has not labelled this node (is it running?)", node=n, evidence=ev))
         elif present == "false":
+            # The operator writes false when a node it labelled loses NFD's PCI label (state_manager.go
+            # labelGPUNodes: "Node no longer has GPUs"). Whether NFD still labels the node tells which loss it is.
+            features = [k for k in labels if k.startswith(NFD_PREFIX)]
+            worker = next((p for p in snap.nfd_pods if _role(p) == "worker"
+                           and p.get("spec", {}).get("nodeName") == n), None)
+            worker_down = bool(snap.nfd_pods) and (worker is None or not pod_ready(worker))
+            if features and not worker_down:
+                why = (f"NFD still labels this node ({len(features)} feature labels) but no longer sees an NVIDIA PCI "
+                       "device: the GPU is gone from the PCI bus (fallen off the bus, XID 79, or removed) — a "
+                       "hardware/node fault; `lspci -d 10de:` and the kernel log on the node say which")
+                cause = "gpu-gone-from-pci"
+            else:
+                why = ("NFD stopped labelling it (its nfd-worker is not running: see NFD-002)" if worker_down else
+                       "the node carries no NFD label at all: NFD stopped labelling it (worker down, or nfd-gc "
+                       "removed its NodeFeature)")
+                cause = "nfd-not-labelling"
             findings.append(Finding(Status.FAIL,
-                                    f"{GPU_PRESENT_LABEL}=false and no NFD NVIDIA PCI label: NFD stopped labelling "
-                                    "this GPU node, so the operator withdrew its operands", node=n, evidence=ev))
+                                    f"{GPU_PRESENT_LABEL}=false and no NFD NVIDIA PCI label — the operator's mark "
+                                    f"of a GPU node that lost it, so it withdrew every operand: {why}", node=n,
+                                    evidence={**ev, "cause": cause, "nfd_feature_labels": len(features)}))
         else:
             findings.append(Finding(Status.FAIL,
                                     f"GPU evidence ({GPU_PRESENT_LABEL}={present or '<absent>'}, GFD labels or GPU "

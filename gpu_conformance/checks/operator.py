@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance import versions
@@ -21,7 +22,7 @@ from gpu_conformance.cluster.podstate import (
     restart_count,
     stuck_init_container,
 )
-from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, has_nfd_gpu_label, labels_of, name_of
 from gpu_conformance.facts import facts, nvidiadriver_error, operand_pod
 from gpu_conformance.facts import operand_daemonsets as daemonsets_of  # OPR-006's function has the name
 from gpu_conformance.model import Finding, Layer, Status
@@ -36,6 +37,7 @@ from gpu_conformance.operands import (
     NVIDIADRIVER_CRD,
     OPERANDS,
     Operand,
+    known_state,
 )
 from gpu_conformance.settings import Settings
 
@@ -46,6 +48,16 @@ CLUSTERPOLICY_VERSION = "v1"
 MONITORING = (DCGM, DCGM_EXPORTER, MIG_MANAGER, NODE_STATUS_EXPORTER)
 # Init containers that only wait for an earlier stage; a pod stuck there is a symptom, not a cause.
 GATES = ("toolkit-validation", "driver-validation")
+# What explains an operator that deploys nothing: no node carries NFD's NVIDIA PCI label, so the operator sees no
+# GPU node (state_manager.go labelGPUNodes), creates no operand DaemonSet (object_controls.go: "No GPU node in the
+# cluster, do not create DaemonSets") and reports ready with NoGPUNodes / NFDLabelsMissing. The NFD layer's checks
+# say why; the operator is doing what it should.
+NFD_EXPLAINS = ("NFD-001", "NFD-002", "NFD-003")
+
+
+def operator_sees_gpu_nodes(snap: ClusterSnapshot) -> bool:
+    """The operator's hasGPUNodes: some node carries an NFD NVIDIA PCI label (it then sets gpu.present=true)."""
+    return any(has_nfd_gpu_label(n) for n in snap.nodes)
 
 
 @check("OPR-001", L, "ClusterPolicy CRD is served",
@@ -136,9 +148,10 @@ def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str
             "upgrade-done): each such node is judged by its upgrade state (DRV-002).",
        kubectl="kubectl get clusterpolicies.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} "
                "{.status.state} {.status.conditions}{\"\\n\"}{end}'",
-       detects="no GPU nodes, NFD labels missing, never reconciled, reconcile errors; operand states notReady "
-               "that no node's unavailable pod explains, or a v26.7 NVIDIADriver rollout no node's upgrade state "
-               "explains")
+       detects="never reconciled, reconcile errors; operand states notReady that no node's unavailable pod "
+               "explains, or a v26.7 NVIDIADriver rollout no node's upgrade state explains; MPS control daemon or "
+               "sandbox/vGPU operand pods unavailable on a node; NoGPUNodes / NFDLabelsMissing where no NFD check "
+               "explains them")
 def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     cp = snap.active_clusterpolicy
     if cp is None:
@@ -156,14 +169,16 @@ def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Findi
     if state == "ready" and not conditions:
         return [cluster_finding(Status.PASS, "ClusterPolicy state ready (no status conditions: an operator before "
                                 "v23.9 writes only status.state)", **ev)]
+    # Both are the operator's report of a failure elsewhere (NFD or the nodes): explained by the NFD layer where
+    # that layer fails, the operator's own failure only where nothing there does.
     if reason == "NoGPUNodes":
-        return [cluster_finding(Status.FAIL, "ClusterPolicy reports NoGPUNodes: the operator found no node with "
-                                "NFD's NVIDIA PCI label (feature.node.kubernetes.io/pci-10de.present), so it deployed "
-                                "nothing", **ev)]
+        return [replace(cluster_finding(Status.FAIL, "ClusterPolicy reports NoGPUNodes: the operator found no node "
+                                        "with NFD's NVIDIA PCI label (feature.node.kubernetes.io/pci-10de.present), "
+                                        "so it deployed nothing", **ev), explained_by=NFD_EXPLAINS)]
     if reason == "NFDLabelsMissing":
-        return [cluster_finding(Status.FAIL, "ClusterPolicy reports NFDLabelsMissing: no node has any "
-                                "feature.node.kubernetes.io/ label — Node Feature Discovery is not running or not "
-                                "labelling", **ev)]
+        return [replace(cluster_finding(Status.FAIL, "ClusterPolicy reports NFDLabelsMissing: no node has any "
+                                        "feature.node.kubernetes.io/ label — Node Feature Discovery is not running "
+                                        "or not labelling", **ev), explained_by=NFD_EXPLAINS)]
     if not state:
         return [cluster_finding(Status.FAIL, "ClusterPolicy has no status: the operator has never reconciled it "
                                 "(is the operator running?)", **ev)]
@@ -174,7 +189,38 @@ def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Findi
         msg = f"ClusterPolicy state={state}, Ready={ready.get('status', '?')} reason={reason or '?'}" + (
             f": {message}" if message else "")
         return [cluster_finding(Status.FAIL, msg, **ev)]
-    return [_operand_states_finding(snap, not_ready_states(message), ev, NVIDIADRIVER_ROLLOUT in message)]
+    if state == "notReady" and not conditions and not operator_sees_gpu_nodes(snap):
+        # Before v23.9 the operator writes notReady when no node has any NFD label (clusterpolicy_controller.go).
+        return [replace(cluster_finding(Status.FAIL, "ClusterPolicy notReady and no node carries NFD's NVIDIA PCI "
+                                        "label: the operator sees no GPU node and deploys nothing", **ev),
+                        explained_by=NFD_EXPLAINS)]
+    return _operand_states_findings(snap, not_ready_states(message), ev, NVIDIADRIVER_ROLLOUT in message)
+
+
+def _unjudged_operand_findings(snap: ClusterSnapshot, st: str, operand: Operand, nodes: list[str]) -> list[Finding]:
+    """Per node, the pods of a state no later layer judges (MPS control daemon, sandbox/vGPU operands)."""
+    out = []
+    for ds in daemonsets_of(snap, operand):
+        have = {p.get("spec", {}).get("nodeName") for p in snap.pods_of(ds)}
+        out += [Finding(Status.FAIL, f"{st} not ready on this node: DaemonSet {name_of(ds)} selects it but has no "
+                        "pod here (see its FailedCreate events)", node=n,
+                        evidence={"object": f"daemonset/{name_of(ds)}", "state": st, "observed": "no pod",
+                                  "expected": "one Ready pod"},
+                        kubectl=f"kubectl -n {snap.operator_namespace} describe daemonset {name_of(ds)}")
+                for n in nodes if n not in have and n in snap.gpu_node_names]
+        for pod in snap.pods_of(ds):
+            n = pod.get("spec", {}).get("nodeName")
+            if n not in nodes or pod_ready(pod) or pod.get("metadata", {}).get("deletionTimestamp"):
+                continue
+            stuck = stuck_init_container(pod)
+            if stuck and stuck["name"] in GATES:
+                continue  # waits on the driver/toolkit: that layer names the cause on this node
+            out.append(Finding(Status.FAIL, f"{st} not ready on this node: {name_of(pod)} is "
+                               f"{pod_status_text(pod)} ({restart_count(pod)} restarts)", node=n,
+                               evidence={"object": f"pod/{name_of(pod)}", "state": st, "daemonset": name_of(ds),
+                                         "status": pod_status_text(pod)},
+                               kubectl=f"kubectl -n {snap.operator_namespace} describe pod {name_of(pod)}"))
+    return out
 
 
 # v26.7.0 with useNvidiaDriverCRD: the ClusterPolicy stays notReady (OperandNotReady) while any node an NVIDIADriver
@@ -214,7 +260,8 @@ def _rollout_part(by_state: dict[str, list[str]]) -> str:
     return f"NVIDIADriver driver upgrade not completed: {', '.join(parts)}"
 
 
-def _operand_states_finding(snap: ClusterSnapshot, named: list[str], ev: dict, rollout: bool = False) -> Finding:
+def _operand_states_findings(snap: ClusterSnapshot, named: list[str], ev: dict,
+                             rollout: bool = False) -> list[Finding]:
     """notReady because of operand states or a v26.7 NVIDIADriver rollout: which states, on which nodes; a symptom
     where nodes explain it (each such node is judged on its own: a pause, or a root cause)."""
     states = list(named)
@@ -225,11 +272,17 @@ def _operand_states_finding(snap: ClusterSnapshot, named: list[str], ev: dict, r
     where: dict[str, list[str]] = {}
     upgrading: dict[str, list[str]] = {}
     unexplained: list[str] = []
+    unknown = [st for st in states if not known_state(st)]
+    per_node: list[Finding] = []
     for st in states:
         operand = BY_STATE.get(st)
         nodes, outdated = unavailable_nodes(snap, operand) if operand else ([], [])
         if nodes:
             where[st] = nodes
+            if operand not in OPERANDS:
+                per_node += _unjudged_operand_findings(snap, st, operand, nodes)  # type: ignore[arg-type]
+        elif st in unknown:
+            continue
         elif outdated:
             upgrading[st] = outdated
         else:
@@ -237,7 +290,7 @@ def _operand_states_finding(snap: ClusterSnapshot, named: list[str], ev: dict, r
     rollout_nodes = driver_rollout_nodes(snap) if rollout else {}
     if rollout and not rollout_nodes:
         unexplained.append(NVIDIADRIVER_ROLLOUT)
-    ev = {**ev, "observed": {"states not ready": states, "unavailable on": where,
+    ev = {**ev, "observed": {"states not ready": states, "unavailable on": where, "unknown states": unknown,
                              "driver pods on an old revision (OnDelete)": upgrading,
                              **({"NVIDIADriver upgrade states": rollout_nodes} if rollout else {})},
           "expected": "every not-ready state explained by unavailable pods on named nodes"}
@@ -246,16 +299,21 @@ def _operand_states_finding(snap: ClusterSnapshot, named: list[str], ev: dict, r
               for st, ds in upgrading.items()]
     if rollout_nodes:
         parts.append(_rollout_part(rollout_nodes))
+    # A state no release this suite read names (a newer operator): reported by name, judged by nothing.
+    if unknown:
+        parts.append(f"{', '.join(unknown)} (a state unknown to this suite: no operator release it read, up to "
+                     f"the inventory's newest, names it; read the operator log)")
     if unexplained:
-        return Finding(Status.FAIL, "ClusterPolicy notReady (OperandNotReady): no node explains "
-                       f"{', '.join(unexplained)}" + (f"; also {'; '.join(parts)}" if parts else "")
-                       + ": read the operator log for these states", evidence=ev, blocking=False)
+        return [Finding(Status.FAIL, "ClusterPolicy notReady (OperandNotReady): no node explains "
+                        f"{', '.join(unexplained)}" + (f"; also {'; '.join(parts)}" if parts else "")
+                        + ": read the operator log for these states", evidence=ev, blocking=False)] + per_node
     if not states and not rollout_nodes:
-        return Finding(Status.FAIL, "ClusterPolicy notReady (OperandNotReady) without naming a state, and every "
-                       "operand DaemonSet is available: read the operator log", evidence=ev, blocking=False)
-    return Finding(Status.WARN, "ClusterPolicy notReady (OperandNotReady) — a symptom of: " + "; ".join(parts)
-                   + ". Each of those nodes is judged below (a root cause, or a pause while its components are "
-                   "healthy); the other nodes are judged on their own", evidence=ev, blocking=False)
+        return [Finding(Status.FAIL, "ClusterPolicy notReady (OperandNotReady) without naming a state, and every "
+                        "operand DaemonSet is available: read the operator log", evidence=ev, blocking=False)]
+    return [Finding(Status.WARN, "ClusterPolicy notReady (OperandNotReady) — a symptom of: " + "; ".join(parts)
+                    + (". Each of those nodes is judged below (a root cause, or a pause while its components are "
+                       "healthy); the other nodes are judged on their own" if where or upgrading or rollout_nodes
+                       else ""), evidence=ev, blocking=False)] + per_node
 
 
 @check("OPR-004", L, "operator Deployment is available",
@@ -363,6 +421,10 @@ def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Findin
             parts.append(f"enabled but no DaemonSet: {', '.join(missing)}")
         if unexpected:
             parts.append(f"disabled in the ClusterPolicy but a DaemonSet exists: {', '.join(unexpected)}")
+        if missing and not unexpected and not operator_sees_gpu_nodes(snap):
+            # The operator creates no DaemonSet while it sees no GPU node: NFD's missing label explains them.
+            parts.append("the operator creates none while no node carries NFD's NVIDIA PCI label")
+            return [replace(cluster_finding(Status.FAIL, "; ".join(parts), **ev), explained_by=NFD_EXPLAINS)]
         return [cluster_finding(Status.FAIL, "; ".join(parts), **ev)]
     return [cluster_finding(Status.PASS, f"{len(present)} operand DaemonSets match the ClusterPolicy",
                             **ev)]
@@ -371,10 +433,13 @@ def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Findin
 @check("OPR-007", L, "operand DaemonSets are rolled out; monitoring operands healthy per node",
        hint="Driver, toolkit, validator, device plugin and GFD are judged by the later layers; DCGM, DCGM "
             "exporter, MIG manager and node-status exporter are judged here. A pod waiting in "
-            "toolkit-validation is a symptom of the driver-toolkit layer.",
+            "toolkit-validation is a symptom of the driver-toolkit layer. DCGM, its exporter and the node status "
+            "exporter are off the GPU path: their failure fails the run but blocks no later layer, and is the "
+            "node's root cause only if nothing on the GPU path fails there.",
        kubectl="kubectl -n {ns} get daemonsets -o wide && kubectl -n {ns} get pods -o wide --field-selector "
                "spec.nodeName={node}",
-       detects="DCGM / DCGM exporter / MIG manager crash-looping on a node; a rollout stuck on an old generation")
+       detects="DCGM / DCGM exporter / MIG manager crash-looping on a node; a rollout stuck on an old generation",
+       gpu_path=False)
 def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if snap.active_clusterpolicy is None:
         return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
@@ -418,12 +483,16 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
             else:
                 problems[o.daemonset] = f"{name_of(pod)} {pod_status_text(pod)} ({restart_count(pod)} restarts)"
         if problems:
+            # The MIG manager lays out the GPUs pods get: on the GPU path, unlike DCGM and the exporters.
+            on_path = MIG_MANAGER.daemonset in problems
             findings.append(Finding(Status.FAIL,
                                     "monitoring operand not healthy on this node: "
-                                    + "; ".join(f"{k}: {v}" for k, v in problems.items()),
+                                    + "; ".join(f"{k}: {v}" for k, v in problems.items())
+                                    + ("" if on_path else " (off the GPU path: later layers are still judged)"),
                                     node=n, evidence={"pods": problems, "waiting_on_gates": waiting},
                                     kubectl=f"kubectl -n {snap.operator_namespace} get pods -o wide "
-                                            f"--field-selector spec.nodeName={n}"))
+                                            f"--field-selector spec.nodeName={n}",
+                                    gpu_path=True if on_path else None))
         elif waiting:
             findings.append(Finding(Status.WARN,
                                     "operands waiting on an earlier stage (see driver-toolkit): "

@@ -8,14 +8,14 @@ REGISTRY: dict[str, Check] = {}
 
 
 def check(id: str, layer: Layer, title: str, *, hint: str, kubectl: str, detects: str = "", rank: int = 0,
-          gate: bool = False):
+          gate: bool = False, gpu_path: bool = True):
     """Register a check function under a stable id. The id must never change once released."""
 
     def wrap(func: CheckFunc) -> CheckFunc:
         if id in REGISTRY:
             raise ValueError(f"duplicate check id {id}")
         REGISTRY[id] = Check(id=id, layer=layer, title=title, hint=hint, kubectl=kubectl, func=func,
-                             detects=detects, rank=rank, gate=gate)
+                             detects=detects, rank=rank, gate=gate, gpu_path=gpu_path)
         return func
 
     return wrap

@@ -299,10 +299,11 @@ def _operand_not_ready(ctx: FaultContext) -> None:
                           if r["metadata"]["name"].startswith(op.DRIVER.daemonset)]) >= 2, "new driver revision")
 
 
-@fault("no-gpu-nodes", "NFD never labelled anything: the operator reports ready but NoGPUNodes",
+@fault("no-gpu-nodes", "NFD never labelled anything: the operator reports ready but NoGPUNodes. NFD is the root "
+       "cause; the operator's NoGPUNodes (OPR-003) is its consequence, reported as explained by NFD-001",
        "remove NFD PCI, gpu.present, deploy and GFD labels and GPU resources from every node; ClusterPolicy "
        "Ready reason NoGPUNodes",
-       Layer.OPERATOR, {"OPR-003"}, CLUSTER)
+       Layer.NFD, {"NFD-001"}, CLUSTER)
 def _no_gpu_nodes(ctx: FaultContext) -> None:
     for n in ctx.sim.gpu_nodes:
         labels = ctx.kube.get("Node", n)["metadata"].get("labels") or {}
