@@ -183,8 +183,8 @@ def _expected_resource(snapshot: ClusterSnapshot) -> str:
 @check("DPL-002", L, "GPU resource advertised in capacity and allocatable",
        hint=HINT_PRESENT,
        kubectl="kubectl get node {node} -o jsonpath='{.status.capacity}{\"\\n\"}{.status.allocatable}'",
-       detects="GPU node whose capacity or allocatable lacks nvidia.com/gpu (nvidia.com/mig-*, nvidia.com/gpu.shared)"
-               " or has it at 0")
+       detects="GPU node with no GPU resource above 0 in capacity and allocatable (nvidia.com/gpu, nvidia.com/mig-*, "
+               "nvidia.com/gpu.shared); a key kubelet keeps at 0 beside advertised ones passes")
 def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     out = []
     for node in snapshot.gpu_node_names:
