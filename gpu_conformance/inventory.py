@@ -21,7 +21,7 @@ from gpu_conformance.versions import Version
 PATH = Path(__file__).parent / "data" / "signals.yaml"
 
 KINDS = (
-    "daemonset", "deployment", "init-container", "pod-label", "node-label", "node-annotation",
+    "daemonset", "deployment", "init-container", "pod-label", "node-label", "node-annotation", "node-resource",
     "clusterpolicy-state", "clusterpolicy-condition", "clusterpolicy-reason", "clusterpolicy-message",
     "operator-state", "nvidiadriver-state", "nvidiadriver-condition", "nvidiadriver-reason", "event-reason",
 )

@@ -357,7 +357,7 @@ class Probe:
                 return obs
             obs.namespace, obs.mode = namespace or resolve_namespace(self.api, self.settings)
             for n in obs.plan.targets:
-                res = gpu_resource_for(self.snap.node_by_name[n])
+                res = obs.plan.resources.get(n) or gpu_resource_for(self.snap.node_by_name[n])
                 obs.pods[n] = PodObservation(node=n, name=pod_name(self.settings.run_id, n), resource=res)
             if obs.mode == "own":
                 self._create_namespace()

@@ -40,6 +40,8 @@ class ProbePlan:
     not_probed: dict[str, Skip] = field(default_factory=dict)
     eligible: int = 0   # GPU nodes that passed every earlier layer
     scope: str = ""
+    # Per target, the GPU resource its probe pod requests (one the node advertises with room for the probe).
+    resources: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

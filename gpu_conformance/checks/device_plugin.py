@@ -31,16 +31,24 @@ from gpu_conformance.checks.pods import (
 )
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text, stuck_init_container
-from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.cluster.snapshot import (
+    GPU_RESOURCE,
+    GPU_SHARED_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    ClusterSnapshot,
+    advertised_gpu_resources,
+    is_gpu_resource,
+    name_of,
+)
 from gpu_conformance.facts import facts, operand_pod
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.settings import Settings
 
 Obj = dict[str, Any]
 L = Layer.DEVICE_PLUGIN
-GPU = "nvidia.com/gpu"
-GPU_SHARED = "nvidia.com/gpu.shared"
-MIG_PREFIX = "nvidia.com/mig-"
+GPU = GPU_RESOURCE
+GPU_SHARED = GPU_SHARED_RESOURCE
+MIG_PREFIX = MIG_RESOURCE_PREFIX
 DP_CONTAINER = "nvidia-device-plugin"
 # What GFD publishes for every GPU family and sharing mode (MIG single/mixed, time-slicing, MPS, vGPU). Any of
 # the alternatives counts: the cuda.driver.* names are the older spelling.
@@ -52,7 +60,10 @@ GFD_REQUIRED = (("nvidia.com/gpu.product",), ("nvidia.com/gpu.count",),
 GFD_USUALLY = ("nvidia.com/gpu.memory",)
 HINT_PRESENT = ("`nvidia.com/gpu.present=true` only means the GPU hardware was detected, not that installation is "
                 "done: look at allocatable and the validator. If the plugin's connection to kubelet drops, kubelet "
-                "marks the devices unhealthy (allocatable 0) and removes the resource after 5 minutes.")
+                "marks the devices unhealthy (allocatable 0) and, when the plugin has not come back within 5 minutes, "
+                "sets the resource's capacity to 0 — the key stays, at 0, for good. So a resource at 0 beside others "
+                "above 0 (nvidia.com/gpu: 0 next to nvidia.com/mig-<profile> or nvidia.com/gpu.shared after a switch "
+                "to MIG mixed or a renamed time-slicing config) is a leftover, not a fault.")
 HINT_CDI = ("From v25.10 CDI is the default: the toolkit no longer makes `nvidia` the default runtime, the device "
             "plugin passes CDI device names (DEVICE_LIST_STRATEGY=cdi-annotations,cdi-cri) and containerd/CRI-O "
             "inject the GPU, so workloads need no runtimeClassName. Do not override DEVICE_LIST_STRATEGY in "
@@ -68,10 +79,10 @@ def _qty(value: Any) -> int:
 
 
 def gpu_resources(node: Obj) -> list[str]:
-    """GPU resource names on the node: nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<profile>."""
+    """GPU resource keys on the node, at any value: nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<profile>."""
     st = node.get("status", {})
     keys = set(st.get("capacity") or {}) | set(st.get("allocatable") or {})
-    return sorted(k for k in keys if k in (GPU, GPU_SHARED) or k.startswith(MIG_PREFIX))
+    return sorted(k for k in keys if is_gpu_resource(k))
 
 
 def _cap_alloc(node: Obj, resource: str) -> tuple[str | None, str | None]:
@@ -180,20 +191,27 @@ def _expected_resource(snapshot: ClusterSnapshot) -> str:
 @check("DPL-002", L, "GPU resource advertised in capacity and allocatable",
        hint=HINT_PRESENT,
        kubectl="kubectl get node {node} -o jsonpath='{.status.capacity}{\"\\n\"}{.status.allocatable}'",
-       detects="GPU node whose capacity or allocatable lacks nvidia.com/gpu (nvidia.com/mig-*, nvidia.com/gpu.shared)"
-               " or has it at 0")
+       detects="GPU node with no GPU resource above 0 in capacity and allocatable (nvidia.com/gpu, nvidia.com/mig-*, "
+               "nvidia.com/gpu.shared); a key kubelet keeps at 0 beside advertised ones passes")
 def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     out = []
     for node in snapshot.gpu_node_names:
         n = snapshot.node_by_name[node]
         resources = gpu_resources(n)
         quantities = {r: dict(zip(("capacity", "allocatable"), _cap_alloc(n, r), strict=True)) for r in resources}
-        good = [r for r in resources if _qty(quantities[r]["capacity"]) > 0 and _qty(quantities[r]["allocatable"]) > 0]
+        # The same rule the probe requests by: a resource counts when capacity and allocatable are above 0.
+        good = list(advertised_gpu_resources(n))
         ev = {"object": f"Node/{node}", "field": "status.capacity / status.allocatable",
               "observed": quantities or "no GPU resource", "expected": f"{_expected_resource(snapshot)} > 0"}
         if good:
             shown = ", ".join(f"{r} capacity {quantities[r]['capacity']}, allocatable {quantities[r]['allocatable']}"
                               for r in good)
+            # A key at 0 beside advertised resources is what kubelet keeps of a resource the plugin no longer
+            # registers (MIG mixed, a .shared rename): said, not failed.
+            stale = [r for r in resources if _qty(quantities[r]["capacity"]) == 0 and r not in good]
+            if stale:
+                shown += (f" ({', '.join(stale)} at 0: kept by kubelet from an earlier registration, "
+                          "not requested by workloads)")
             out.append(Finding(Status.PASS, f"{node} advertises {shown}", node=node, evidence=ev))
             continue
         if not _dp_enabled(snapshot):
@@ -204,7 +222,9 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> li
             shown = "; ".join(f"{r} capacity={q['capacity'] or 'absent'}, allocatable={q['allocatable'] or 'absent'}"
                               for r, q in quantities.items())
             why = ("kubelet counts no healthy device: the plugin's connection dropped or every device is unhealthy"
-                   if any(_qty(q["capacity"]) > 0 for q in quantities.values()) else "the plugin registered no device")
+                   if any(_qty(q["capacity"]) > 0 for q in quantities.values()) else
+                   "the device plugin registers no GPU resource now (a key at 0 is what kubelet keeps of a resource "
+                   "registered before)")
         else:
             shown = f"{GPU} capacity=absent, allocatable=absent"
             why = "the device plugin never registered with kubelet on this node"
@@ -276,7 +296,10 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
             basis = "per MIG profile (mixed strategy)"
         elif "nvidia.com/gpu.count" in labels:
             count, replicas = _qty(labels["nvidia.com/gpu.count"]), max(_qty(labels.get("nvidia.com/gpu.replicas")), 1)
-            res = GPU_SHARED if GPU_SHARED in cap else GPU
+            # The name the plugin advertises now: a .shared key kubelet keeps at 0 after the rename was
+            # dropped (or a stale nvidia.com/gpu: 0 after it was added) is not the one to compare.
+            advertised = advertised_gpu_resources(n)
+            res = next((r for r in (GPU_SHARED, GPU) if r in advertised), GPU_SHARED if GPU_SHARED in cap else GPU)
             pairs = [(res, count * replicas, cap.get(res))]
             basis = f"nvidia.com/gpu.count={count} × nvidia.com/gpu.replicas={replicas}"
         else:

@@ -16,7 +16,15 @@ from typing import Any
 from gpu_conformance.checks.device_plugin import effective_cdi
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.selectors import matches, parse_probe_nodes
-from gpu_conformance.cluster.snapshot import ClusterSnapshot, gpu_resources, labels_of
+from gpu_conformance.cluster.snapshot import (
+    GPU_RESOURCE,
+    ClusterSnapshot,
+    advertised_gpu_resources,
+    gpu_resources,
+    is_gpu_resource,
+    labels_of,
+    quantity,
+)
 from gpu_conformance.model import CheckFunc, Finding, Layer, Status
 from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan, Skip
 from gpu_conformance.settings import Settings
@@ -34,12 +42,20 @@ UNSCHEDULABLE_GRACE = 8.0
 
 
 # ---- facts the probe and its checks share ---------------------------------------------------
-def gpu_resource_for(node: dict) -> str:
-    """The resource a workload asks for on this node: nvidia.com/gpu, else what the plugin renamed it to."""
-    res = gpu_resources(node, "allocatable") or gpu_resources(node, "capacity")
-    if "nvidia.com/gpu" in res or not res:
-        return "nvidia.com/gpu"
-    return sorted(res)[0]
+def gpu_resource_for(node: dict, in_use: dict[str, int] | None = None, want: int = 1) -> str:
+    """The GPU resource a workload asks for on this node: one it advertises (> 0) with `want` free, else any it
+    advertises (all busy), else the name it carries at 0 (nothing advertised: said, not requested, by PRB-001).
+
+    Every use — the probe plan, the probe pod's request, busy accounting and PRB-001's words — goes through
+    this one function, so a stale `nvidia.com/gpu: 0` beside MIG or .shared resources is never asked for.
+    """
+    advertised = advertised_gpu_resources(node)
+    used = in_use or {}
+    free = [r for r, alloc in advertised.items() if alloc - used.get(r, 0) >= want]
+    if free or advertised:
+        return (free or list(advertised))[0]
+    names = set(gpu_resources(node, "capacity")) | set(gpu_resources(node, "allocatable"))
+    return GPU_RESOURCE if GPU_RESOURCE in names or not names else sorted(names)[0]
 
 
 def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
@@ -47,13 +63,6 @@ def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
     if settings.expect_cdi in ("yes", "no"):
         return settings.expect_cdi == "yes"
     return effective_cdi(snap)[0]
-
-
-def _quantity(value: Any) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
 
 
 def gpus_in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
@@ -68,8 +77,8 @@ def gpus_in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
             # For extended resources requests equal limits; a pod may give only limits.
             want = {**(r.get("limits") or {}), **(r.get("requests") or {})}
             for k, v in want.items():
-                if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-"):
-                    used[node][k] += _quantity(v)
+                if is_gpu_resource(k):
+                    used[node][k] += quantity(v)
     return {n: dict(v) for n, v in used.items()}
 
 
@@ -85,15 +94,20 @@ def plan_probe(snap: ClusterSnapshot, settings: Settings, eligible: list[str],
             plan.not_probed[n] = Skip(NotProbed.CORDONED, "cordoned (spec.unschedulable): not probed, no new "
                                       "workload lands there", {"spec.unschedulable": True})
             continue
-        res = gpu_resource_for(node)
-        alloc = _quantity((node.get("status", {}).get("allocatable") or {}).get(res, 0))
-        used = in_use.get(n, {}).get(res, 0)
-        if alloc > 0 and alloc - used < want:
-            what = f"all {alloc} {res} in use" if used >= alloc else f"only {alloc - used} of {alloc} {res} free"
+        used = in_use.get(n, {})
+        res = gpu_resource_for(node, used, want)
+        advertised = advertised_gpu_resources(node)
+        if advertised and advertised[res] - used.get(res, 0) < want:
+            # Every GPU resource the node advertises is taken. A node advertising none is not skipped: it
+            # passed the device-plugin layer only without the operator's plugin, and PRB-001 says what it lacks.
             plan.not_probed[n] = Skip(
-                NotProbed.BUSY, f"{what} (requested by running pods), the probe needs {want}: not probed",
-                {"object": f"node/{n}", "allocatable": alloc, "requested_by_pods": used, "probe_needs": want})
+                NotProbed.BUSY, f"{_busy_text(advertised, used)} (requested by running pods), the probe needs "
+                f"{want}: not probed",
+                {"object": f"node/{n}", "allocatable": advertised[res] if len(advertised) == 1 else advertised,
+                 "requested_by_pods": used.get(res, 0) if len(advertised) == 1 else
+                 {r: used.get(r, 0) for r in advertised}, "probe_needs": want})
             continue
+        plan.resources[n] = res
         candidates.append(n)
     sample = parse_probe_nodes(settings.probe_nodes)
     if sample == "all":
@@ -109,6 +123,14 @@ def plan_probe(snap: ClusterSnapshot, settings: Settings, eligible: list[str],
             plan.not_probed[n] = Skip(NotProbed.NOT_SAMPLED, f"not sampled (--probe-nodes={settings.probe_nodes})")
     plan.scope = _scope(plan, settings)
     return plan
+
+
+def _busy_text(advertised: dict[str, int], used: dict[str, int]) -> str:
+    def one(r: str, alloc: int) -> str:
+        u = used.get(r, 0)
+        return f"all {alloc} {r} in use" if u >= alloc else f"only {alloc - u} of {alloc} {r} free"
+
+    return ", ".join(one(r, a) for r, a in advertised.items())
 
 
 def _scope(plan: ProbePlan, settings: Settings) -> str:
@@ -242,9 +264,11 @@ def _judged(obs: ProbeObservations) -> list[PodObservation]:
 
 
 @check("PRB-001", L, "a pod requesting a GPU is scheduled on the node",
-       hint="The scheduler sees only allocatable nvidia.com/gpu. 'Insufficient nvidia.com/gpu' comes from the "
-            "device plugin (nothing advertised), unhealthy devices (allocatable 0), or GPUs used by other pods; "
-            "'untolerated taint' from a taint the workload does not tolerate.",
+       hint="The probe requests one GPU resource the node advertises above 0 (nvidia.com/gpu, its .shared rename "
+            "or a nvidia.com/mig-<profile>; a key kubelet keeps at 0 is not asked for), and the scheduler sees only "
+            "its allocatable count. 'Insufficient nvidia.com/…' comes from the device plugin (nothing advertised), "
+            "unhealthy devices (allocatable 0), or GPUs used by other pods; 'untolerated taint' from a taint the "
+            "workload does not tolerate.",
        kubectl="kubectl get events -A --field-selector involvedObject.kind=Pod,reason=FailedScheduling",
        detects="all GPUs allocated; untolerated taint; GPU resource not advertised")
 @_from_observations("PRB-001")
@@ -279,7 +303,7 @@ def probe_scheduled(snap: ClusterSnapshot, settings: Settings, obs: ProbeObserva
         if obs.aborted:
             continue
         reason = next((line for line in p.event_lines() if line.startswith("FailedScheduling")), "")
-        f.append(Finding(Status.FAIL, _unschedulable_message(snap, p.node, reason or "not scheduled"),
+        f.append(Finding(Status.FAIL, _unschedulable_message(snap, p, reason or "not scheduled"),
                          node=p.node, evidence={"pod": p.name, "phase": p.phase or "Pending",
                                                 "events": p.event_lines()}, kubectl=_kubectl(obs, p)))
     return f
@@ -302,16 +326,20 @@ def _refusals(obs: ProbeObservations) -> list[Finding]:
             for p in refused]
 
 
-def _unschedulable_message(snap: ClusterSnapshot, node: str, event: str) -> str:
+def _unschedulable_message(snap: ClusterSnapshot, p: PodObservation, event: str) -> str:
+    node = p.node
     n = snap.node_by_name.get(node, {})
-    res = gpu_resource_for(n)
-    alloc = (n.get("status", {}).get("allocatable") or {}).get(res)
+    res = p.resource or gpu_resource_for(n)
+    advertised = advertised_gpu_resources(n)
     text = event.removeprefix("FailedScheduling: ")
     if f"Insufficient {res}" in event:
-        if not alloc or alloc == "0":
-            cause = f"{node} advertises no allocatable {res} (device plugin / unhealthy devices)"
+        if not advertised:
+            cause = (f"{node} advertises no allocatable GPU resource (no nvidia.com/gpu, .shared or mig-* above 0): "
+                     "device plugin / unhealthy devices")
+        elif res not in advertised:
+            cause = f"{node} advertises no allocatable {res} (it advertises {', '.join(advertised)})"
         else:
-            cause = f"all {alloc} {res} on {node} are allocated to other pods"
+            cause = f"all {advertised[res]} {res} on {node} are allocated to other pods"
         return f"probe Pending: {text} — {cause}"
     if "taint" in event:
         return f"probe Pending: {text} — the GPU node carries a taint ordinary GPU workloads do not tolerate"

@@ -43,10 +43,49 @@ def has_nfd_gpu_label(node: Obj) -> bool:
     return any(labels.get(k) == "true" for k in NFD_GPU_LABELS)
 
 
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def is_gpu_resource(name: str) -> bool:
+    """A name the NVIDIA device plugin advertises GPUs under.
+
+    Its defaults are nvidia.com/gpu (whole GPUs, and MIG devices under the single strategy) and
+    nvidia.com/mig-<profile> (mixed strategy); time-slicing/MPS with renameByDefault appends `.shared` to either.
+    Other nvidia.com/ resources (the Network Operator's SR-IOV/RDMA devices) are not GPUs and are left out.
+    """
+    return name.startswith(GPU_RESOURCE) or name.startswith(MIG_RESOURCE_PREFIX)
+
+
 def gpu_resources(node: Obj, field: str = "capacity") -> dict[str, str]:
-    """Extended resources a device plugin advertises: nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*."""
+    """GPU resource keys in status.<field>, whatever their value (a key at "0" included)."""
     res = node.get("status", {}).get(field) or {}
-    return {k: v for k, v in res.items() if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-")}
+    return {k: v for k, v in res.items() if is_gpu_resource(k)}
+
+
+def quantity(value: Any) -> int:
+    """A device count as kubelet writes it ("8"); anything else counts as 0."""
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def advertised_gpu_resources(node: Obj) -> dict[str, int]:
+    """The GPU resources a workload can ask for on this node now: name -> allocatable, both quantities > 0.
+
+    A key at 0 is not one. The device plugin registers no resource it has no device for (a mixed-strategy
+    node whose GPUs are all in MIG mode has no nvidia.com/gpu; a renamed time-sliced node has only
+    nvidia.com/gpu.shared), and kubelet, once a resource it knew stops being registered, sets its capacity
+    to 0 and keeps the key, to remember that a device plugin manages it. So `nvidia.com/gpu: 0` beside
+    `nvidia.com/mig-1g.12gb: 2` is a healthy node. Order: nvidia.com/gpu, its .shared rename, then by name.
+    """
+    cap, alloc = gpu_resources(node, "capacity"), gpu_resources(node, "allocatable")
+    rank = {GPU_RESOURCE: 0, GPU_SHARED_RESOURCE: 1}
+    names = sorted((r for r in alloc if quantity(cap.get(r)) > 0 and quantity(alloc[r]) > 0),
+                   key=lambda r: (rank.get(r, 2), r))
+    return {r: quantity(alloc[r]) for r in names}
 
 
 def has_gpu_evidence(node: Obj) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance import operands as op
+from gpu_conformance.cluster.snapshot import advertised_gpu_resources
 from gpu_conformance.errors import UsageError
 from gpu_conformance.model import Layer
 from gpu_conformance.sim import operand_loop as hosts
@@ -588,16 +589,16 @@ def _gpus_all_allocated(ctx: FaultContext) -> None:
             raise
     ctx.wait(lambda: bool(ctx.kube.list("ServiceAccount", "busy-workloads")), "default ServiceAccount")
     for n in ctx.sim.gpu_nodes:
-        alloc = ctx.kube.get("Node", n)["status"].get("allocatable") or {}
-        res = "nvidia.com/gpu" if "nvidia.com/gpu" in alloc else next(
-            (k for k in alloc if k.startswith("nvidia.com/gpu") or k.startswith("nvidia.com/mig-")), None)
-        if res is None:
+        # Every GPU resource the node advertises above 0 (all MIG profiles of a mixed node), as the probe reads
+        # them: a node with one free profile is not busy, and a key kubelet keeps at 0 holds nothing.
+        held = {r: str(q) for r, q in advertised_gpu_resources(ctx.kube.get("Node", n)).items()}
+        if not held:
             continue  # a node another fault left without advertised GPUs has none to allocate
         ctx.kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"training-{n}",
                                                                           "namespace": "busy-workloads"},
                          "spec": {"nodeName": n, "tolerations": [{"operator": "Exists"}],
                                   "containers": [{"name": "train", "image": "example.com/train:1",
-                                                  "resources": {"limits": {res: alloc[res]}}}]}})
+                                                  "resources": {"limits": held}}]}})
 
 
 @fault("gpu-nodes-tainted", "GPU nodes carry a taint ordinary GPU workloads do not tolerate "
