@@ -30,6 +30,7 @@ from gpu_conformance.checks.probe_checks import (
     gpu_resource_for,
     gpus_in_use,
     plan_probe,
+    scheduler_busy,
     settled,
     taken_away,
     unschedulable,
@@ -57,18 +58,14 @@ CONCURRENCY = 16
 # The probe prints about 1 KB; a chatty or hostile image must not fill memory and reports.
 LOG_LIMIT_BYTES = 32 * 1024
 POLL_INTERVAL = 1.0
-PAGE_SIZE = 500
-# Up to this many nodes to probe, GPUs in use are read per node (2 rounds of CONCURRENCY requests), above it
-# from every pod of the cluster in pages: whichever is fewer requests on a typical cluster (~10 pods a node).
+# Up to this many nodes to probe, GPUs in use are read per node (2 rounds of CONCURRENCY requests); above it the
+# scheduler's verdict on the probe pods says which nodes are fully taken: no read grows with the cluster's pods.
 PER_NODE_LISTS_MAX = 2 * CONCURRENCY
 # How long a lost API server (connection refused, reset, 5xx, 429) is retried before the run gives up
 # (exit 3), and how long cleanup keeps trying to delete what the run created.
 API_OUTAGE_BOUND = 30.0
 CLEANUP_BOUND = 60.0
 REQUEST_TIMEOUT = (5, 30)
-# A paged LIST whose continue token expired (410 Gone) starts again from the first page, as client-go's pager
-# does; a cluster churning so fast that every attempt expires ends the probe after this many.
-RELIST_ATTEMPTS = 3
 # Beyond the wait and the bounds above: creating the pods (16 at a time) and reading their logs. With them, the
 # lifetime written on each probe object (expires-at) after which another run may treat it as left behind.
 EXPIRY_MARGIN = 120.0
@@ -352,7 +349,11 @@ class Probe:
             if not eligible:
                 obs.skipped = "no GPU node passed the earlier layers; nothing to probe"
                 return obs
-            obs.plan = plan_probe(self.snap, self.settings, eligible, self._gpus_in_use(eligible))
+            # GPUs in use are read per node for the nodes a probe pod would go to, when they are few; beyond that
+            # the scheduler's verdict on the probe pods says which nodes are fully taken (scheduler_busy).
+            obs.plan = plan_probe(self.snap, self.settings, eligible, {})
+            if 0 < len(obs.plan.targets) <= PER_NODE_LISTS_MAX:
+                obs.plan = plan_probe(self.snap, self.settings, eligible, self._gpus_in_use(obs.plan.targets))
             if not obs.plan.targets:
                 return obs
             obs.namespace, obs.mode = namespace or resolve_namespace(self.api, self.settings)
@@ -363,6 +364,7 @@ class Probe:
                 self._create_namespace()
             self._create_pods()
             self._wait()
+            scheduler_busy(self.snap, self.settings, obs)
             self._capture_logs()
         except KeyboardInterrupt as e:
             obs.aborted = obs.aborted or interruption(e)
@@ -371,7 +373,7 @@ class Probe:
             obs.aborted = obs.aborted or str(e)
             raise
         except ProbeApiError as e:
-            # An answer the loop has no rule for (400, 404 on a list, 410 after relisting, an aggregated API's
+            # An answer the loop has no rule for (400, 404 on a list, an aggregated API's
             # error): the probe cannot speak for the nodes. Said in the API's own words, exit 3, INCOMPLETE.
             obs.aborted = obs.aborted or f"the API server refused a probe request: {e}"
             raise ClusterAccessError(obs.aborted, status=e.status) from None
@@ -394,41 +396,17 @@ class Probe:
         return obs
 
     def _gpus_in_use(self, nodes: list[str]) -> dict[str, dict[str, int]]:
-        """GPUs requested per node by pods that hold them, for the given nodes.
-
-        Few nodes (a sample, a one-node probe): one LIST per node by field selector spec.nodeName, so the cost
-        does not grow with the cluster (paging every pod took ~20 s at 1,000 nodes for a one-node probe).
-        Many nodes: every pod of the cluster, a page at a time, so memory stays bounded by the page
-        (9,000 pods at 1,000 nodes) and the request count by pods / PAGE_SIZE instead of one per node.
-        """
+        """GPUs requested per node by pods that hold them: one LIST per node by field selector spec.nodeName, so
+        the cost grows with the nodes probed, never with the cluster (paging every pod took ~20 s at 1,000 nodes
+        for a one-node probe, and a gigabyte of JSON at 100,000 pods)."""
         running = "status.phase!=Succeeded,status.phase!=Failed"
-        if len(nodes) <= PER_NODE_LISTS_MAX:
-            def on_node(node: str) -> dict[str, dict[str, int]]:
-                query = [("fieldSelector", f"spec.nodeName={node},{running}")]
-                return gpus_in_use(self.api.items("/api/v1/pods", query))
 
-            with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
-                return {n: r for part in pool.map(on_node, nodes) for n, r in part.items()}
-        query = [("fieldSelector", running), ("limit", str(PAGE_SIZE))]
-        for attempt in range(1, RELIST_ATTEMPTS + 1):
-            used: dict[str, dict[str, int]] = {}
-            token = ""
-            try:
-                while True:
-                    page = self.api.json("GET", "/api/v1/pods", query + ([("continue", token)] if token else []))
-                    for node, res in gpus_in_use(page.get("items") or []).items():
-                        for k, v in res.items():
-                            used.setdefault(node, {})[k] = used.get(node, {}).get(k, 0) + v
-                    token = (page.get("metadata") or {}).get("continue") or ""
-                    if not token:
-                        return used
-            except ProbeApiError as e:
-                # 410 Gone: the continue token expired (etcd compacted past it). Pages already counted belong
-                # to an older resourceVersion, so the count starts again from the first page.
-                if e.status != 410 or attempt == RELIST_ATTEMPTS:
-                    raise
-                log.debug("pod list expired (410), listing again from the start (%d/%d)", attempt, RELIST_ATTEMPTS)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+        def on_node(node: str) -> dict[str, dict[str, int]]:
+            query = [("fieldSelector", f"spec.nodeName={node},{running}")]
+            return gpus_in_use(self.api.items("/api/v1/pods", query))
+
+        with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+            return {n: r for part in pool.map(on_node, nodes) for n, r in part.items()}
 
     # ---- create ----------------------------------------------------------------------------
     def _ns_path(self) -> str:

@@ -315,7 +315,50 @@ def test_gpus_in_use_costs_the_same_requests_whatever_the_cluster_size(probed: i
         found.append({n: v for n, v in p._gpus_in_use(wanted).items() if n in wanted})
         counts.append(p.api.requests)
     assert found[0] == found[1] == {f"gpu-node-{i}": {"nvidia.com/gpu": 9} for i in range(probed)}
-    if probed <= probe_mod.PER_NODE_LISTS_MAX:
-        assert counts == [probed, probed]
-    else:  # many nodes: every pod of the cluster in pages, not one request per node
-        assert counts[1] == -(-9000 // probe_mod.PAGE_SIZE) < probed * 2
+    assert counts == [probed, probed]  # one LIST per node read, whatever the cluster's pods
+
+
+@pytest.mark.parametrize(("nodes", "reads"), [(3, 3), (40, 0)])
+def test_gpus_in_use_are_read_only_for_few_nodes(nodes: int, reads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: no read of every pod in the cluster; many nodes learn of busy GPUs from the scheduler instead."""
+    from types import SimpleNamespace
+
+    import gpu_conformance.probe as probe_mod
+
+    snap = healthy_snapshot(gpu_nodes=nodes)
+    asked: list[list[str]] = []
+    monkeypatch.setattr(probe_mod.Probe, "_gpus_in_use", lambda self, ns: asked.append(list(ns)) or {})
+    for name in ("_create_namespace", "_create_pods", "_wait", "_capture_logs", "_cleanup"):
+        monkeypatch.setattr(probe_mod.Probe, name, lambda self: None)
+    conn: Any = SimpleNamespace(api=None, server="https://x", user="u")
+    p = probe_mod.Probe(conn, Settings(run_id="r"), snap)
+    obs = p.run(snap.gpu_node_names, namespace=("probe-ns", "own"))
+    assert len(obs.plan.targets) == nodes
+    assert sum(len(a) for a in asked) == reads and all(set(a) <= set(obs.plan.targets) for a in asked)
+
+
+def _pending(node: str, resource: str, said: str) -> PodObservation:
+    p = PodObservation(node=node, name=f"probe-{node}", resource=resource)
+    p.pod = {"spec": {}, "status": {"phase": "Pending"}}
+    p.events = [{"reason": "FailedScheduling", "message": said}]
+    return p
+
+
+def test_the_schedulers_insufficient_on_an_advertised_resource_is_busy_not_broken() -> None:
+    from gpu_conformance.checks.probe_checks import scheduler_busy
+
+    snap = healthy_snapshot(gpu_nodes=3)
+    busy, running, dead = snap.gpu_node_names
+    set_node_resource(snap, dead, capacity=0, allocatable=0)  # a dead resource: the plugin's fault, not busy
+    insufficient = "0/4 nodes are available: 1 Insufficient nvidia.com/gpu."
+    obs = ProbeObservations(run_id="r", image="i")
+    obs.plan = ProbePlan(targets=[busy, running, dead], eligible=3)
+    obs.pods = {busy: _pending(busy, "nvidia.com/gpu", insufficient),
+                running: PodObservation(node=running, name="probe-r", resource="nvidia.com/gpu",
+                                        pod={"spec": {"nodeName": running}, "status": {"phase": "Running"}}),
+                dead: _pending(dead, "nvidia.com/gpu", insufficient)}
+    scheduler_busy(snap, Settings(run_id="r"), obs)
+    assert obs.plan.targets == [running, dead] and sorted(obs.pods) == sorted([running, dead])
+    skip = obs.plan.not_probed[busy]
+    assert skip.kind == NotProbed.BUSY and "in use" in skip.message and "Insufficient" in skip.message
+    assert "1 with all GPUs in use" in obs.plan.scope

@@ -313,8 +313,9 @@ def test_busy_and_cordoned_nodes_are_said_not_failed_and_sampling_is_plain(
         probe = probe_module.Probe(connect(str(sim.kubeconfig)), Settings(run_id="busy"), ClusterSnapshot())
         assert probe._gpus_in_use(["gpu-node-1", "gpu-node-2"]).get("gpu-node-1") == {"nvidia.com/gpu": int(alloc)}
         assert probe.api.requests == 2
-        monkeypatch.setattr(probe_module, "PAGE_SIZE", 2)  # the busy pod is found across pages of the pod list...
-        monkeypatch.setattr(probe_module, "PER_NODE_LISTS_MAX", 0)  # ...the way a probe of many nodes reads it
+        # A probe of many nodes reads no pods at all: the real scheduler's 'Insufficient nvidia.com/gpu' on the
+        # probe pod says the node is taken.
+        monkeypatch.setattr(probe_module, "PER_NODE_LISTS_MAX", 0)
         data = Background(sim.kubeconfig, tmp_path / "a").result()
     finally:
         admin.patch("Node", "gpu-node-0", {"spec": {"unschedulable": None}})

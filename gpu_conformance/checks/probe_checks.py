@@ -125,6 +125,32 @@ def plan_probe(snap: ClusterSnapshot, settings: Settings, eligible: list[str],
     return plan
 
 
+def scheduler_busy(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> None:
+    """Probe pods the scheduler left Pending with 'Insufficient <resource>' on a node that advertises that resource
+    above 0: every GPU there is taken, so the node is busy, not broken — moved from the targets to not probed.
+
+    How a probe of many nodes learns which GPUs are in use without reading every pod of the cluster (a 100,000-pod
+    cluster must not cost a gigabyte of JSON), and how a probe of few nodes hears of a workload that took the GPUs
+    after it looked.
+    """
+    for n, p in list(obs.pods.items()):
+        if p.refused or taken_away(p) or ((p.pod or {}).get("spec") or {}).get("nodeName"):
+            continue
+        said = next((line for line in p.event_lines() if line.startswith("FailedScheduling")), "")
+        advertised = advertised_gpu_resources(snap.node_by_name.get(n, {}))
+        if f"Insufficient {p.resource}" not in said or advertised.get(p.resource, 0) <= 0:
+            continue
+        obs.plan.not_probed[n] = Skip(
+            NotProbed.BUSY, f"{_busy_text(advertised, advertised)} (the scheduler: "
+            f"{said.removeprefix('FailedScheduling: ')}), the probe needs {settings.probe_gpus}: not probed",
+            {"object": f"node/{n}", "allocatable": advertised, "probe_pod": p.name, "scheduler": said,
+             "probe_needs": settings.probe_gpus})
+        obs.plan.targets = [t for t in obs.plan.targets if t != n]
+        obs.plan.resources.pop(n, None)
+        del obs.pods[n]
+    obs.plan.scope = _scope(obs.plan, settings)
+
+
 def _busy_text(advertised: dict[str, int], used: dict[str, int]) -> str:
     def one(r: str, alloc: int) -> str:
         u = used.get(r, 0)
