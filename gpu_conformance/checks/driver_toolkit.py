@@ -112,7 +112,8 @@ def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[
 @check("DRV-002", L, "Operator driver pod Ready",
        hint=HINT_DRIVER + " " + HINT_ORDER,
        kubectl="kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node} | grep driver",
-       detects="driver pod missing, stuck in k8s-driver-manager, nvidia-driver-ctr crash-looping or not Ready; "
+       detects="driver pod missing, stuck in k8s-driver-manager, nvidia-driver-ctr crash-looping or not Ready "
+               "(quoting kubelet's startup probe failure events); "
                "driver upgrade-failed (nvidia.com/gpu-driver-upgrade-state); upgrade steps in progress reported as a "
                "pause, an unknown upgrade state as a warning; WARN on restarts")
 def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
@@ -139,6 +140,11 @@ def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Find
             if p.stage == "k8s-driver-manager":
                 meaning = ("the driver manager could not prepare the node (evict GPU pods, unload the old "
                            "driver)")
+            elif p.container == "nvidia-driver-ctr" and p.probe_failures:
+                # kubelet quoted the probe's output (pod_problem): the startup probe runs nvidia-smi (lsmod before
+                # v23.9), so its words are the driver's own diagnosis — no guess between build and load.
+                meaning = ("its startup probe fails, so kubelet keeps restarting the driver container: the driver "
+                           "is not usable on this node (dmesg on the node says why)")
             elif p.container == "nvidia-driver-ctr":
                 meaning = ("the driver did not build/load for this kernel, or its startup probe "
                            "(nvidia-smi) fails")
