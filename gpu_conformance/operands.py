@@ -96,6 +96,9 @@ DRIVER_COMPONENT_LABEL = ("app.kubernetes.io/component", "nvidia-driver")
 OPERATOR_POD_LABEL = ("app", "gpu-operator")
 OPERATOR_DEPLOYMENT = "gpu-operator"
 CUDA_VALIDATOR_APP = "nvidia-cuda-validator"
+# The test pod plugin-validation creates when WITH_WORKLOAD=true: bound to the node (spec.nodeName, past the
+# scheduler), asking for one GPU; kubelet refuses it (UnexpectedAdmissionError) when no GPU is free.
+PLUGIN_VALIDATOR_APP = "nvidia-device-plugin-validator"
 CLUSTERPOLICY_CRD = "clusterpolicies.nvidia.com"
 NVIDIADRIVER_CRD = "nvidiadrivers.nvidia.com"
 

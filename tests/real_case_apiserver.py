@@ -195,11 +195,17 @@ class CaseWriter:
                                         {"type": "Hostname", "address": name_of(n)}]
             n["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.log_server.port}}
             nodes.append(n)
-        accounts = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}}
-                    for sa in sorted({p["spec"].get("serviceAccountName") or "default" for p in snap.pods})]
+        # Pods a case writes as raw objects (workloads of other namespaces) go with the operand pods, after the
+        # ServiceAccounts their namespaces need: no controller creates "default" in an api-only control plane.
+        extra_pods = [o for o in state.objects if o.get("kind") == "Pod"]
+        others = [o for o in state.objects if o.get("kind") != "Pod"]
+        pod_accounts = {(p["metadata"].get("namespace") or ns, p["spec"].get("serviceAccountName") or "default")
+                        for p in [*snap.pods, *extra_pods]}
+        accounts = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": sa_ns}}
+                    for sa_ns, sa in sorted(pod_accounts)]
         # Tiers in dependency order (owners before what they own); objects within a tier go in parallel.
-        tiers = [nodes + snap.clusterpolicies + snap.nvidiadrivers + accounts + state.objects,
-                 snap.runtimeclasses + snap.deployments + snap.daemonsets, snap.pods]
+        tiers = [nodes + snap.clusterpolicies + snap.nvidiadrivers + accounts + others,
+                 snap.runtimeclasses + snap.deployments + snap.daemonsets, snap.pods + extra_pods]
         with ThreadPoolExecutor(max_workers=8) as pool:
             for tier in tiers:
                 list(pool.map(create, tier))

@@ -305,3 +305,32 @@ def test_a_failed_mig_manager_that_keeps_running_has_its_log_read(monkeypatch: p
     assert list(logs) == [("nvidia-mig-manager-x", "nvidia-mig-manager")]
     assert "in use by process 4242" in logs[("nvidia-mig-manager-x", "nvidia-mig-manager")]
     assert asked == ["/api/v1/namespaces/gpu-operator/pods/nvidia-mig-manager-x/log"]
+
+
+def test_gpu_holders_are_listed_only_on_nodes_stuck_in_plugin_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+    # DPL-006 counts who holds a node's GPUs (any namespace): one bounded LIST per such node, unfinished pods only.
+    import gpu_conformance.cluster.reader as reader
+
+    asked: list[str] = []
+
+    def list_raw(self: object, spec: reader.ListSpec) -> list[dict]:
+        asked.append(spec.field_selector)
+        if "gpu-node-3" in spec.field_selector:
+            raise reader.ClusterAccessError("list pods failed: HTTP 500")
+        return [{"metadata": {"name": "jupyter-0", "namespace": "ml"}}]
+
+    monkeypatch.setattr(reader.ClusterReader, "list_raw", list_raw)
+    from factory import healthy_snapshot, pod_for, stuck_init
+
+    snap = healthy_snapshot(gpu_nodes=3)
+    for node in ("gpu-node-1", "gpu-node-3"):
+        stuck_init(pod_for(snap, "nvidia-operator-validator", node), "plugin-validation")
+    stuck_init(pod_for(snap, "nvidia-operator-validator", "gpu-node-2"), "toolkit-validation")
+    nodes = reader.plugin_validation_stuck_nodes(snap.pods)
+    assert nodes == ["gpu-node-1", "gpu-node-3"]
+    r = reader.ClusterReader(SimpleNamespace(api=None, server="https://x", context="c", user="u"))  # type: ignore[arg-type]
+    got = r._gpu_holder_pods(nodes)
+    # A node whose read failed is left out (unknown), not the end of the run.
+    assert list(got) == ["gpu-node-1"] and got["gpu-node-1"][0]["metadata"]["name"] == "jupyter-0"
+    assert sorted(asked) == [f"spec.nodeName={n},status.phase!=Succeeded,status.phase!=Failed" for n in nodes]
+    assert len(r._gpu_holder_pods([f"n{i}" for i in range(50)])) == reader.MAX_NODE_POD_READS

@@ -235,6 +235,7 @@ def test_gfd_disabled_or_opted_out_is_na():
 # ---- DPL-006 plugin-validation ----------------------------------------------------------------------------------
 def test_plugin_validation_stuck():
     snap = healthy_snapshot("v25.10.1")
+    set_node_resource(snap, N1, None, None)
     pod = pod_for(snap, VALIDATOR, N1)
     stuck_init(pod, "plugin-validation", restarts=3, snapshot=snap, log="GPU resources are not discovered by the node")
     f = only_node("DPL-006", snap)
@@ -242,6 +243,116 @@ def test_plugin_validation_stuck():
                                 "the device plugin has not advertised")
     assert "GPU resources are not discovered" in f.message and f.evidence["stage"] == "plugin-validation"
     assert f.kubectl.endswith(f"logs {pod['metadata']['name']} -c plugin-validation --previous")
+
+
+# plugin-validation with its test workload (WITH_WORKLOAD=true: the chart's default through v23.3, v22.9.1 here).
+OLD = "v22.9.1"
+TEST_POD_APP = "nvidia-device-plugin-validator"
+REFUSED = ("Pod was rejected: Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+           "Requested: 1, Available: 0, which is unexpected")
+
+
+def _workload(name: str, ns: str, node: str, gpus: dict[str, int], phase: str = "Running", *,
+              init: dict[str, int] | None = None, app: str = "trainer") -> dict:
+    """A pod of any namespace bound to the node, asking for GPUs (limits only, as most workloads write it)."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+           "spec": {"nodeName": node, "containers": [
+               {"name": "main", "image": "cuda", "resources": {"limits": {k: str(v) for k, v in gpus.items()}}}]},
+           "status": {"phase": phase}}
+    if init is not None:
+        pod["spec"]["initContainers"] = [{"name": "warmup", "image": "cuda",
+                                          "resources": {"limits": {k: str(v) for k, v in init.items()}}}]
+    return pod
+
+
+def _stuck_with_workload(version: str = OLD, gpus: int = 1, refused: bool = True, *,
+                         pods: list[dict] | None = None) -> dict:
+    """gpu-operator #481: plugin-validation crash-loops because kubelet refuses its test pod."""
+    snap = healthy_snapshot(version, gpu_nodes=2)
+    set_node_resource(snap, N1, gpus, gpus)
+    stuck_init(pod_for(snap, VALIDATOR, N1), "plugin-validation", restarts=14, snapshot=snap,
+               log="gave up waiting for pod nvidia-device-plugin-validator-x7k2p to be available")
+    if refused:
+        test = _workload("nvidia-device-plugin-validator-x7k2p", snap.operator_namespace, N1, {"nvidia.com/gpu": 1},
+                         "Failed", app=TEST_POD_APP)
+        test["status"].update({"reason": "UnexpectedAdmissionError", "message": REFUSED})
+        snap.pods.append(test)
+    if pods is not None:
+        snap.node_pods[N1] = pods
+    return snap
+
+
+def test_plugin_validation_all_gpus_in_use_by_other_namespaces_is_busy_not_broken():
+    """#481: the node's only GPU is held by a user pod; the validator's own test pod is refused. Not a failure."""
+    snap = _stuck_with_workload(pods=[_workload("jupyter-0", "ml-team", N1, {"nvidia.com/gpu": 1})])
+    f = only_node("DPL-006", snap, status=Status.WARN)
+    assert f.message.startswith("all GPUs in use, not broken: all 1 nvidia.com/gpu held by running pods: "
+                                "ml-team/jupyter-0 (nvidia.com/gpu: 1)")
+    assert "Available: 0" in f.message and f.evidence["busy"] is True
+    assert f.evidence["gpus_held_by_pods"] == {"ml-team/jupyter-0": {"nvidia.com/gpu": 1}}
+    # Several pods, of several namespaces, sharing the node's 4 GPUs: all in use as well.
+    snap = _stuck_with_workload(gpus=4, pods=[_workload("a", "team-a", N1, {"nvidia.com/gpu": 3}),
+                                              _workload("b", "team-b", N1, {"nvidia.com/gpu": 1})])
+    assert only_node("DPL-006", snap, status=Status.WARN).evidence["busy"] is True
+
+
+def test_plugin_validation_with_a_free_gpu_is_a_failure():
+    """Some GPUs allocated, one free: the test pod should have had it; its failure is the node's."""
+    snap = _stuck_with_workload(gpus=4, pods=[_workload("a", "team-a", N1, {"nvidia.com/gpu": 3})])
+    f = only_node("DPL-006", snap)
+    assert "the device plugin advertises nvidia.com/gpu=4 (3 of 4 nvidia.com/gpu held by running pods)" in f.message
+    assert 'kubelet refused its test pod nvidia-device-plugin-validator-x7k2p: "Pod was rejected' in f.message
+
+
+def test_finished_pods_hold_no_gpus():
+    """The scheduler's rule: Succeeded and Failed pods hold nothing, whatever their spec asks for."""
+    done = [_workload("job-1", "batch", N1, {"nvidia.com/gpu": 1}, "Succeeded"),
+            _workload("job-2", "batch", N1, {"nvidia.com/gpu": 1}, "Failed"),
+            _workload("elsewhere", "batch", "gpu-node-2", {"nvidia.com/gpu": 1})]
+    f = only_node("DPL-006", _stuck_with_workload(pods=done))
+    assert "0 of 1 nvidia.com/gpu held by running pods" in f.message
+
+
+def test_gpu_requests_follow_the_schedulers_rule():
+    from gpu_conformance.checks.gpu_usage import pod_gpu_requests
+
+    # A regular init container runs alone: the pod needs the larger of it and its app containers.
+    assert pod_gpu_requests(_workload("p", "x", N1, {"nvidia.com/gpu": 1}, init={"nvidia.com/gpu": 2})) == \
+        {"nvidia.com/gpu": 2}
+    # A sidecar (restartPolicy Always) runs alongside: it adds up.
+    pod = _workload("p", "x", N1, {"nvidia.com/gpu": 1}, init={"nvidia.com/gpu": 1})
+    pod["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+    assert pod_gpu_requests(pod) == {"nvidia.com/gpu": 2}
+    # Requests win over limits where both are given; other resources are not GPUs.
+    pod = _workload("p", "x", N1, {"nvidia.com/mig-1g.10gb": 2, "cpu": 4})
+    assert pod_gpu_requests(pod) == {"nvidia.com/mig-1g.10gb": 2}
+
+
+def test_plugin_validation_busy_by_kubelets_word_when_holders_were_not_read():
+    """More stuck nodes than the reader lists pods for: kubelet's "Available: 0" is the evidence."""
+    f = only_node("DPL-006", _stuck_with_workload(pods=None), status=Status.WARN)
+    assert "kubelet has no free GPU for it (who holds them was not read)" in f.message
+    # No refusal and nothing read: nothing says the GPUs are in use, so the failed test is the node's.
+    f = only_node("DPL-006", _stuck_with_workload(refused=False, pods=None))
+    assert "who holds its GPUs was not read" in f.message and "test pod nvidia-device-plugin-validator-*" in f.message
+
+
+def test_plugin_validation_mig_resource_all_in_use():
+    snap = _stuck_with_workload(gpus=0, refused=False,
+                                pods=[_workload("a", "team-a", N1, {"nvidia.com/mig-1g.10gb": 7})])
+    set_node_resource(snap, N1, 7, 7, resource="nvidia.com/mig-1g.10gb")
+    set_node_resource(snap, N1, None, None)
+    f = only_node("DPL-006", snap, status=Status.WARN)
+    assert "all 7 nvidia.com/mig-1g.10gb held by running pods" in f.message
+
+
+def test_plugin_validation_without_workload_and_gpus_advertised_is_transient():
+    """WITH_WORKLOAD=false checks capacity only: capacity there now means its next retry passes."""
+    snap = healthy_snapshot("v25.3.4")
+    stuck_init(pod_for(snap, VALIDATOR, N1), "plugin-validation", restarts=2, snapshot=snap)
+    f = only_node("DPL-006", snap, status=Status.WARN)
+    assert f.message.startswith("transient: ") and f.evidence["WITH_WORKLOAD"] == "false"
 
 
 def test_plugin_validation_not_reached_or_not_present():

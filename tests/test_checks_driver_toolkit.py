@@ -7,6 +7,7 @@ import pytest
 from check_runner import N1, on, run
 from check_runner import only_node as assert_only_node_fails
 from factory import (
+    add_event,
     crash_container,
     fail_pod,
     healthy_snapshot,
@@ -142,6 +143,63 @@ def test_driver_running_but_not_ready_startup_probe():
     f = assert_only_node_fails("DRV-002", snap)
     assert "running but not Ready" in f.message and "startup probe" in f.message
     assert "for 34 min, longer than its startup probe allows (21 min)" in f.message
+
+
+def _probe_event(snap, pod, container, message, count=1, at="2026-01-01T00:10:00Z", field_path=True):
+    ev = add_event(snap, "Pod", pod["metadata"]["name"], "Unhealthy", message, count=count)
+    ev["lastTimestamp"] = at
+    if field_path:
+        ev["involvedObject"]["fieldPath"] = f"spec.containers{{{container}}}"
+    return ev
+
+
+@pytest.mark.parametrize("version", ["v22.9.1", "v23.9.1", "v25.3.4", "v26.7.0"])
+def test_driver_not_ready_quotes_kubelets_startup_probe(version):
+    """gpu-operator #649: the startup probe's own output (nvidia-smi: "No devices were found") is the diagnosis."""
+    snap = healthy_snapshot(version)
+    pod = pod_for(snap, DRIVER, N1)
+    crash_container(pod, "nvidia-driver-ctr", reason="Running", restarts=390, snapshot=snap)
+    _probe_event(snap, pod, "nvidia-driver-ctr", "Startup probe failed: No devices were found", count=41235)
+    f = assert_only_node_fails("DRV-002", snap)
+    assert 'kubelet: "Startup probe failed: No devices were found" (41235 times)' in f.message
+    assert "nvidia-driver-ctr" in f.message and "startup probe fails" in f.message
+    assert f.evidence["probe_failures"] == ['"Startup probe failed: No devices were found" (41235 times)']
+    # The same pod without the event: the check still fails, with its generic reading and no quote.
+    snap = healthy_snapshot(version)
+    crash_container(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", reason="Running", restarts=390, snapshot=snap)
+    f = assert_only_node_fails("DRV-002", snap)
+    assert "kubelet:" not in f.message and "did not build/load" in f.message
+
+
+def test_probe_quotes_are_newest_first_distinct_bounded_and_per_container():
+    snap = healthy_snapshot()
+    pod = pod_for(snap, DRIVER, N1)
+    crash_container(pod, "nvidia-driver-ctr", reason="Running", restarts=2, snapshot=snap)
+    _probe_event(snap, pod, "nvidia-driver-ctr", "Startup probe failed: old words", at="2026-01-01T00:01:00Z")
+    _probe_event(snap, pod, "nvidia-driver-ctr", "Startup probe failed: " + "x" * 900, at="2026-01-01T00:09:00Z")
+    _probe_event(snap, pod, "nvidia-driver-ctr", "Startup probe errored: rpc error: context deadline exceeded",
+                 at="2026-01-01T00:05:00Z")
+    _probe_event(snap, pod, "nvidia-driver-ctr", "Startup probe failed: ancient", at="2025-12-31T00:00:00Z")
+    # Another container's probe and kubelet's other Unhealthy-free events are not this container's words.
+    _probe_event(snap, pod, "nvidia-peermem-ctr", "Liveness probe failed: peermem gone", at="2026-01-02T00:00:00Z")
+    add_event(snap, "Pod", pod["metadata"]["name"], "BackOff", "Back-off restarting failed container")
+    f = assert_only_node_fails("DRV-002", snap)
+    quotes = f.evidence["probe_failures"]
+    assert len(quotes) == 2
+    assert quotes[0].startswith('"Startup probe failed: xxx') and quotes[0].endswith('…"') and len(quotes[0]) < 320
+    assert quotes[1] == '"Startup probe errored: rpc error: context deadline exceeded"'
+    assert "peermem" not in f.message and "ancient" not in f.message and "old words" not in f.message
+    assert '; before: "Startup probe errored' in f.message
+
+
+def test_probe_event_without_field_path_counts_for_the_pod():
+    snap = healthy_snapshot()
+    pod = pod_for(snap, DRIVER, N1)
+    # Restarted: kubelet gave up on the startup probe at least once (within the window, with no restart, a failing
+    # startup probe is what a driver that is still compiling shows: in progress, see test_time_order).
+    crash_container(pod, "nvidia-driver-ctr", reason="Running", restarts=1, snapshot=snap)
+    _probe_event(snap, pod, "nvidia-driver-ctr", "Startup probe failed: NVIDIA-SMI has failed", field_path=False)
+    assert 'kubelet: "Startup probe failed: NVIDIA-SMI has failed"' in assert_only_node_fails("DRV-002", snap).message
 
 
 def test_driver_pod_missing():

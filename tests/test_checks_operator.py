@@ -192,6 +192,22 @@ def test_dcgm_exporter_crashloop_fails_only_on_its_node() -> None:
     assert by_node["gpu-node-1"].status == Status.PASS
 
 
+def test_dcgm_exporter_not_ready_quotes_its_readiness_probe() -> None:
+    """The exporter has readiness/liveness probes on /health from v26.3: kubelet's words name why it is not Ready."""
+    from factory import add_event
+
+    snap = healthy_snapshot("v26.7.0")
+    pod = pod_for(snap, "nvidia-dcgm-exporter", "gpu-node-2")
+    crash_container(pod, "nvidia-dcgm-exporter", reason="Running", restarts=0)
+    ev = add_event(snap, "Pod", pod["metadata"]["name"], "Unhealthy",
+                   "Readiness probe failed: Get \"http://10.0.0.7:9400/health\": connect: connection refused", count=30)
+    ev["involvedObject"]["fieldPath"] = "spec.containers{nvidia-dcgm-exporter}"
+    f = {f.node: f for f in run("OPR-007", snap)}["gpu-node-2"]
+    assert f.status == Status.FAIL
+    assert 'kubelet: "Readiness probe failed: Get ' in f.message
+    assert 'connection refused" (30 times)' in f.message
+
+
 def test_exporter_waiting_on_toolkit_validation_is_only_a_warning() -> None:
     from factory import stuck_init
 

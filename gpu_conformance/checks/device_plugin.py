@@ -9,12 +9,14 @@ runtimeClassName (facts §6b, §6d, §6e).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance import versions
 from gpu_conformance.checks.common import operator_version
 from gpu_conformance.checks.driver_toolkit import stage_message, validator_chain
+from gpu_conformance.checks.gpu_usage import gpu_holders, held
 from gpu_conformance.checks.pods import (
     PodProblem,
     explained_by_pause,
@@ -25,6 +27,7 @@ from gpu_conformance.checks.pods import (
     namespace,
     node_labels,
     operand_pod_findings,
+    plural,
     pod_problem,
     selector_text,
     with_log,
@@ -377,11 +380,132 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
     return out
 
 
+# ---- plugin-validation ---------------------------------------------------------------------------------------
+# plugin-validation first polls the node's capacity for a GPU resource of at least 1 (nvidia.com/gpu* or
+# nvidia.com/mig-*); with WITH_WORKLOAD=true it then creates the pod nvidia-device-plugin-validator, bound to the
+# node by spec.nodeName and asking for 1 of an allocatable GPU resource (a MIG one first), and waits for it to
+# succeed. Template default "true" through v25.3 in the assets; the chart sets it true through v23.3 and false
+# since; the validator binary's own default is false at v22.9 and true at v26.7 — so only the rendered env says.
+PLUGIN_STAGE = "plugin-validation"
+# kubelet's device manager refusing a pod it cannot give the devices it asks for: the pod fails at admission with
+# reason UnexpectedAdmissionError, "Allocate failed due to requested number of devices unavailable for <resource>.
+# Requested: n, Available: m, which is unexpected" (pkg/kubelet/cm/devicemanager, lifecycle admission).
+ADMISSION_REFUSED = "UnexpectedAdmissionError"
+_UNAVAILABLE = re.compile(r"devices unavailable for (\S+?)\. Requested: (\d+), Available: (\d+)")
+# Pods of the validator's own test: not a workload that keeps GPUs from it.
+_VALIDATOR_TEST_APPS = (ops.PLUGIN_VALIDATOR_APP,)
+
+
+def _validator_sees(node: Obj, field: str) -> dict[str, int]:
+    """GPU resources of at least 1 in the node's capacity/allocatable, as plugin-validation looks for them."""
+    res = node.get("status", {}).get(field) or {}
+    return {k: _qty(v) for k, v in sorted(res.items()) if is_gpu_resource(k) and _qty(v) >= 1}
+
+
+def plugin_workload(snapshot: ClusterSnapshot) -> bool | None:
+    """WITH_WORKLOAD of plugin-validation as the validator DaemonSet renders it; None when nothing says."""
+    ds = snapshot.daemonset(ops.VALIDATOR.daemonset)
+    inits = (ds or {}).get("spec", {}).get("template", {}).get("spec", {}).get("initContainers") or []
+    ctr = next((c for c in inits if c.get("name") == PLUGIN_STAGE), None)
+    value = next((str(e.get("value", "")) for e in (ctr or {}).get("env") or [] if e.get("name") == "WITH_WORKLOAD"),
+                 None)
+    return None if value is None else value.strip().lower() in ("true", "1", "yes", "t")
+
+
+def _refusal(test_pod: Obj | None) -> tuple[str, str | None, int | None]:
+    """kubelet's words when it refused the test pod at admission: (message, resource, available) or ('', None, None)."""
+    st = (test_pod or {}).get("status") or {}
+    if st.get("reason") != ADMISSION_REFUSED:
+        return "", None, None
+    message = " ".join(str(st.get("message") or ADMISSION_REFUSED).split())
+    m = _UNAVAILABLE.search(message)
+    return message, (m.group(1) if m else None), (int(m.group(3)) if m else None)
+
+
+def _workload_candidates(allocatable: dict[str, int]) -> dict[str, int]:
+    """What the test pod may ask for: a MIG resource when one is allocatable, else nvidia.com/gpu*."""
+    mig = {k: v for k, v in allocatable.items() if k.startswith(MIG_PREFIX)}
+    return mig or {k: v for k, v in allocatable.items() if not k.startswith(MIG_PREFIX)}
+
+
+def _workload_stage(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, stuck: dict[str, Any],
+                    advertised: dict[str, int], log: str, ev: dict[str, Any], cmd: str) -> Finding:
+    """plugin-validation stuck while the node advertises GPUs: its test pod did not succeed. Busy, or broken?
+
+    A node whose GPUs are all held by running pods (any namespace) gives pods GPUs: only the validator's own test
+    pod cannot get one (gpu-operator #481). Finished pods hold nothing. Otherwise the test pod's failure is the
+    node's: a pod asking for one GPU did not run.
+    """
+    n = snapshot.node_by_name[node]
+    shown = ", ".join(f"{r}={q}" for r, q in advertised.items())
+    ev["advertised"] = advertised
+    workload = plugin_workload(snapshot)
+    ev["WITH_WORKLOAD"] = "unknown" if workload is None else str(workload).lower()
+    if workload is False:
+        # Capacity is all it checks, and capacity is there now: it failed before the plugin registered, and its next
+        # retry (kubelet's crash back-off) passes.
+        return Finding(Status.WARN, f"transient: validator {name_of(pod)} failed {PLUGIN_STAGE} before the device "
+                       f"plugin advertised its GPUs; the node now advertises {shown} (WITH_WORKLOAD=false: capacity "
+                       "is all it checks), so its next retry passes", node=node,
+                       evidence={**ev, "transient": True}, kubectl=cmd)
+    test_pod = snapshot.labelled_pod_on_node({"app": ops.PLUGIN_VALIDATOR_APP}, node)
+    refused, refused_res, available = _refusal(test_pod)
+    allocatable = _validator_sees(n, "allocatable")
+    candidates = _workload_candidates(allocatable)
+    pods = snapshot.node_pods.get(node)
+    holders = gpu_holders(pods, node, _VALIDATOR_TEST_APPS) if pods is not None else None
+    if test_pod is not None:
+        ev["test_pod"] = {"name": name_of(test_pod), "status": pod_status_text(test_pod),
+                          **({"refused": refused} if refused else {})}
+    if holders is not None:
+        ev["gpus_held_by_pods"] = {h.pod: h.gpus for h in holders}
+    asked = [refused_res] if refused_res in candidates else list(candidates)
+    full = [r for r in asked if holders is not None and held(holders, r) >= candidates[r]]
+    said = f' — kubelet refused it: "{refused}"' if refused else ""
+    if asked and (len(full) == len(asked) or (holders is None and available == 0)):
+        if holders is not None:
+            users = ", ".join(f"{h.pod} ({', '.join(f'{r}: {q}' for r, q in h.gpus.items())})" for h in holders)
+            busy = "; ".join(f"all {candidates[r]} {r} held by running pods" for r in full) + f": {users}"
+        else:
+            busy = "kubelet has no free GPU for it (who holds them was not read)"
+        return Finding(Status.WARN, f"all GPUs in use, not broken: {busy}. The device plugin advertises {shown} "
+                       f"and workloads hold every GPU, so the validator's own test pod ({ops.PLUGIN_VALIDATOR_APP}, "
+                       f"WITH_WORKLOAD={ev['WITH_WORKLOAD']}) cannot get one and {PLUGIN_STAGE} restarts until a "
+                       f"GPU is free{said}", node=node, evidence={**ev, "busy": True}, kubectl=cmd,
+                       hint="Nothing to fix on the GPU path: the validation passes once a GPU is free. To stop the "
+                            "restarts, set validator.plugin.env WITH_WORKLOAD=false (the chart's default since "
+                            "v23.6): the node's capacity is then all plugin-validation checks.")
+    if holders is None:
+        usage = "who holds its GPUs was not read"
+    else:
+        usage = "; ".join(f"{held(holders, r)} of {candidates[r]} {r} held by running pods" for r in asked) \
+            or "no allocatable GPU"
+    if test_pod is None:
+        what = f"its test pod {ops.PLUGIN_VALIDATOR_APP}-* is not there (not created, or already cleaned up)"
+    elif refused:
+        what = f"kubelet refused its test pod {name_of(test_pod)}: \"{refused}\""
+    else:
+        p = pod_problem(snapshot, test_pod) if not pod_ready(test_pod) else None
+        what = (f"its test pod {name_of(test_pod)} did not succeed ({p.summary if p else pod_status_text(test_pod)})"
+                + (f": {p.log.splitlines()[-1]}" if p and p.log else ""))
+    msg = (f"validator stuck in {PLUGIN_STAGE} ({pod_status_text(pod)}, {plural(stuck['restarts'], 'restart')}): the "
+           f"device plugin advertises {shown} ({usage}), but a pod asking for one GPU did not run — {what}")
+    return Finding(Status.FAIL, with_log(msg, log), node=node, evidence=ev, kubectl=cmd,
+                   hint="The node advertises GPUs but the validator's test pod could not use one: read its events "
+                        f"(kubectl -n {ns} describe pod -l app={ops.PLUGIN_VALIDATOR_APP}) and the device plugin "
+                        "log (Allocate errors, unhealthy devices).")
+
+
 @check("DPL-006", L, "Validator plugin-validation completed",
        hint="plugin-validation polls the node's capacity (30 × 5 s) for nvidia.com/gpu or nvidia.com/mig-*; it "
-            "fails when the device plugin has not registered — look at the device plugin pod first.",
+            "fails when the device plugin has not registered — look at the device plugin pod first. With "
+            "WITH_WORKLOAD=true it then runs a test pod asking for one GPU (nvidia-device-plugin-validator), which "
+            "kubelet refuses while running pods hold every GPU: busy, not broken.",
        kubectl="kubectl -n {ns} logs -l app=nvidia-operator-validator -c plugin-validation",
-       detects="validator stuck in plugin-validation: the device plugin has not advertised GPUs")
+       detects="validator stuck in plugin-validation: the device plugin has not advertised GPUs, or (WITH_WORKLOAD="
+               "true) its test pod did not run although a GPU is free; every GPU held by running pods of any "
+               "namespace (finished pods hold none) is a warning, as is a stale failure from before the GPUs "
+               "were advertised")
 def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
@@ -422,10 +546,17 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -
                        "restarts": stuck["restarts"]})
             if log:
                 ev["log"] = log
-            out.append(explained_by_upgrade(snapshot, node, pod, Finding(
-                Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
-                kubectl=logs_cmd(ns, pod, "plugin-validation",
-                                 previous=stuck["restarts"] > 0 and stuck["state"] == "waiting"))))
+            cmd = logs_cmd(ns, pod, "plugin-validation",
+                           previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")
+            advertised = _validator_sees(snapshot.node_by_name[node], "capacity")
+            if not advertised:
+                out.append(explained_by_upgrade(snapshot, node, pod, Finding(
+                    Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
+                    kubectl=cmd)))
+            else:
+                out.append(explained_by_upgrade(snapshot, node, pod,
+                                                _workload_stage(snapshot, ns, node, pod, stuck, advertised, log, ev,
+                                                                cmd)))
     return out
 
 

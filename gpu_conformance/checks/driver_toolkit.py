@@ -129,10 +129,10 @@ def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[
        hint=HINT_DRIVER + " " + HINT_ORDER,
        kubectl="kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node} | grep driver",
        detects="driver pod missing, its image not pullable, stuck in k8s-driver-manager, nvidia-driver-ctr "
-               "crash-looping or not Ready past its startup probe's window (60 s + 120×10 s); a driver still "
-               "within that window without restarts is a transient WARN; driver upgrade-failed "
-               "(nvidia.com/gpu-driver-upgrade-state); upgrade steps in progress reported as a pause, an "
-               "unknown upgrade state as a warning; WARN on restarts")
+               "crash-looping or not Ready past its startup probe's window (60 s + 120×10 s), quoting "
+               "kubelet's startup probe failure events; a driver still within that window without restarts "
+               "is a transient WARN; driver upgrade-failed (nvidia.com/gpu-driver-upgrade-state); upgrade "
+               "steps in progress reported as a pause, an unknown upgrade state as a warning; WARN on restarts")
 def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
@@ -165,6 +165,11 @@ def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Find
             if p.stage == "k8s-driver-manager":
                 meaning = ("the driver manager could not prepare the node (evict GPU pods, unload the old "
                            "driver)")
+            elif p.container == DRIVER_CONTAINER and p.probe_failures:
+                # kubelet quoted the probe's output (pod_problem): the startup probe runs nvidia-smi (lsmod before
+                # v23.9), so its words are the driver's own diagnosis — no guess between build and load.
+                meaning = ("its startup probe fails, so kubelet keeps restarting the driver container: the driver "
+                           "is not usable on this node (dmesg on the node says why)")
             elif p.container == DRIVER_CONTAINER:
                 meaning = ("the driver did not build/load for this kernel, or its startup probe "
                            "(nvidia-smi) fails")

@@ -13,10 +13,11 @@ from gpu_conformance.checks.common import (
     operator_deployment,
     operator_image,
 )
-from gpu_conformance.checks.pods import awaits_toolkit, start_problem
+from gpu_conformance.checks.pods import awaits_toolkit, probe_failures, quote_probe_failures, start_problem
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import (
     crashlooping,
+    failing_container,
     pod_ready,
     pod_status_text,
     restart_count,
@@ -438,7 +439,8 @@ def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Findin
             "node's root cause only if nothing on the GPU path fails there.",
        kubectl="kubectl -n {ns} get daemonsets -o wide && kubectl -n {ns} get pods -o wide --field-selector "
                "spec.nodeName={node}",
-       detects="DCGM / DCGM exporter / MIG manager crash-looping on a node; a rollout stuck on an old generation",
+       detects="DCGM / DCGM exporter / MIG manager crash-looping or not Ready on a node (quoting kubelet's "
+               "readiness/liveness probe failures); a rollout stuck on an old generation",
        gpu_path=False)
 def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if snap.active_clusterpolicy is None:
@@ -481,7 +483,11 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
             if stuck and stuck["name"] in GATES:
                 waiting[o.daemonset] = f"{pod_status_text(pod)}, waiting in {stuck['name']}"
             else:
-                problems[o.daemonset] = f"{name_of(pod)} {pod_status_text(pod)} ({restart_count(pod)} restarts)"
+                # DCGM and the DCGM exporter have readiness/liveness probes (v26.3+ assets): kubelet's words first.
+                bad = failing_container(pod)
+                said = quote_probe_failures(probe_failures(snap, pod, bad["name"])) if bad else ""
+                problems[o.daemonset] = (f"{name_of(pod)} {pod_status_text(pod)} ({restart_count(pod)} restarts)"
+                                         f"{said}")
         if problems:
             # The MIG manager lays out the GPUs pods get: on the GPU path, unlike DCGM and the exporters.
             on_path = MIG_MANAGER.daemonset in problems

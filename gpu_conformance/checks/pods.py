@@ -11,7 +11,7 @@ the node's toolkit wrote the nvidia runtime handler, is bring-up history.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -117,6 +117,8 @@ class PodProblem:
     log: str = ""
     # The runtime or the registry stops the pod before its programs run (explains everything else).
     start: StartProblem | None = None
+    # kubelet's own words on the failing container's startup/readiness/liveness probe, newest first.
+    probe_failures: list[str] = field(default_factory=list)
 
 
 def pod_problem(snapshot: ClusterSnapshot, pod: Obj) -> PodProblem:
@@ -154,9 +156,68 @@ def pod_problem(snapshot: ClusterSnapshot, pod: Obj) -> PodProblem:
                    "exit_code": bad["exit_code"], "restarts": bad["restarts"]})
         if bad["message"]:
             ev["message"] = bad["message"]
-        return PodProblem(f"container {bad['name']} not ready ({detail})", bad["name"], None, ev,
-                          last_log(snapshot, pod, bad["name"]))
+        probes = probe_failures(snapshot, pod, bad["name"])
+        if probes:
+            ev["probe_failures"] = probes
+        return PodProblem(f"container {bad['name']} not ready ({detail}){quote_probe_failures(probes)}", bad["name"],
+                          None, ev, last_log(snapshot, pod, bad["name"]), probe_failures=probes)
     return PodProblem(f"not Ready ({text})", None, None, ev)
+
+
+# kubelet's prober records every failed probe as a Warning event about the container (involvedObject.fieldPath
+# spec.containers{<name>}), reason Unhealthy, message "<Startup|Readiness|Liveness> probe failed: <output>" or
+# "... probe errored: <error>" (pkg/kubelet/prober). The output is the probe's own: the driver's startup probe
+# prints what nvidia-smi said ("No devices were found"), so it is the driver's diagnosis in the driver's words.
+PROBE_EVENT_REASON = "Unhealthy"
+PROBE_TYPES = ("Startup", "Readiness", "Liveness")
+# At most this many different probe messages are quoted, each at most this long: the newest says what is wrong
+# now, an older different one shows a change; more is noise in a one-line finding.
+PROBE_QUOTES = 2
+PROBE_QUOTE_CHARS = 300
+
+
+def _event_time(e: Obj) -> str:
+    """When kubelet last saw it: a repeated event's series or lastTimestamp, else its first report."""
+    return ((e.get("series") or {}).get("lastObservedTime") or e.get("lastTimestamp") or e.get("eventTime")
+            or e.get("metadata", {}).get("creationTimestamp") or "")
+
+
+def probe_failures(snapshot: ClusterSnapshot, pod: Obj, container: str) -> list[str]:
+    """kubelet's probe failure messages for one container of the pod, newest first, different ones only, clipped.
+
+    An event without a fieldPath is about the pod as a whole and counts; one naming another container does not.
+    Each is quoted as kubelet wrote it, with its count: kubelet aggregates identical probe failures into one event.
+    """
+    own = f"spec.containers{{{container}}}"
+    found = []
+    for e in snapshot.events_for("Pod", name_of(pod)):
+        msg = (e.get("message") or "").strip()
+        field_path = (e.get("involvedObject") or {}).get("fieldPath") or ""
+        if e.get("reason") != PROBE_EVENT_REASON or (field_path and field_path != own):
+            continue
+        if not any(msg.startswith(f"{t} probe failed") or msg.startswith(f"{t} probe errored") for t in PROBE_TYPES):
+            continue
+        found.append(e)
+    out: list[str] = []
+    seen: set[str] = set()
+    for e in sorted(found, key=_event_time, reverse=True):
+        msg = " ".join((e.get("message") or "").split())
+        if msg in seen:
+            continue
+        seen.add(msg)
+        count = int((e.get("series") or {}).get("count") or e.get("count") or 1)
+        shown = msg if len(msg) <= PROBE_QUOTE_CHARS else f"{msg[:PROBE_QUOTE_CHARS]}…"
+        out.append(f'"{shown}"' + (f" ({count} times)" if count > 1 else ""))
+        if len(out) == PROBE_QUOTES:
+            break
+    return out
+
+
+def quote_probe_failures(probes: list[str]) -> str:
+    """' — kubelet: "Startup probe failed: No devices were found" (41235 times)' (and an older, different one)."""
+    if not probes:
+        return ""
+    return f" — kubelet: {probes[0]}" + (f"; before: {probes[1]}" if len(probes) > 1 else "")
 
 
 def with_log(message: str, log: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpu_conformance.checks.device_plugin import effective_cdi
+from gpu_conformance.checks.gpu_usage import pod_gpu_requests
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.selectors import matches, parse_probe_nodes
 from gpu_conformance.cluster.snapshot import (
@@ -21,9 +22,7 @@ from gpu_conformance.cluster.snapshot import (
     ClusterSnapshot,
     advertised_gpu_resources,
     gpu_resources,
-    is_gpu_resource,
     labels_of,
-    quantity,
 )
 from gpu_conformance.model import CheckFunc, Finding, Layer, Status
 from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan, Skip
@@ -66,19 +65,14 @@ def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
 
 
 def gpus_in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
-    """Per node, extended GPU resources requested by pods that hold them (bound, not finished)."""
+    """Per node, GPU resources requested by pods that hold them (bound, not finished), by the scheduler's rule."""
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for p in pods:
         node = (p.get("spec") or {}).get("nodeName")
         if not node or (p.get("status") or {}).get("phase") in FINISHED:
             continue
-        for c in (p.get("spec") or {}).get("containers") or []:
-            r = c.get("resources") or {}
-            # For extended resources requests equal limits; a pod may give only limits.
-            want = {**(r.get("limits") or {}), **(r.get("requests") or {})}
-            for k, v in want.items():
-                if is_gpu_resource(k):
-                    used[node][k] += quantity(v)
+        for k, v in pod_gpu_requests(p).items():
+            used[node][k] += v
     return {n: dict(v) for n, v in used.items()}
 
 

@@ -32,6 +32,8 @@ from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERAT
 
 log = logging.getLogger(__name__)
 MAX_LOG_READS = 20
+# Nodes whose pods of every namespace are listed to count GPU holders (DPL-006); one LIST each.
+MAX_NODE_POD_READS = 20
 # rbac.yaml ships in the package; this is how a user without a clone of the repository applies it.
 APPLY_RBAC = "gpu-conformance rbac | kubectl apply -f -"
 LOG_TAIL_LINES = 20
@@ -247,9 +249,32 @@ class ClusterReader:
             snap.events = res2["events"] or []
             snap.csvs = res2["csvs"] or []
             snap.logs = self._stuck_container_logs(ns, snap.pods, mig_failed_nodes(snap.nodes))
+            snap.node_pods = self._gpu_holder_pods(plugin_validation_stuck_nodes(snap.pods))
         snap.requests = self.requests
         snap.read_seconds = time.monotonic() - start
         return snap
+
+    def _gpu_holder_pods(self, nodes: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """Unfinished pods of every namespace on each node, for the few nodes whose GPU holders DPL-006 counts.
+
+        One LIST per node by field selector (spec.nodeName, and not Succeeded/Failed: finished pods hold no GPU),
+        at most MAX_NODE_POD_READS nodes, so the cost stays bounded whatever the cluster's size; the list of pods
+        across all namespaces is already preflighted (operator_pods). Evidence only: a failed read leaves the node
+        out (unknown), it does not end the run.
+        """
+        def read(node: str) -> tuple[str, list[dict[str, Any]] | None]:
+            spec = ListSpec(f"pods on {node}", "/api/v1/pods", "", "pods", shape=trim.POD,
+                            field_selector=f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed")
+            try:
+                return node, self.list_raw(spec)
+            except ClusterAccessError as e:
+                log.debug("pods on %s not read: %s", node, e)
+                return node, None
+
+        if not nodes:
+            return {}
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            return {n: pods for n, pods in pool.map(read, nodes[:MAX_NODE_POD_READS]) if pods is not None}
 
     def _run_all(self, jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
         with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
@@ -304,6 +329,20 @@ class ClusterReader:
 # The MIG manager's container and the label it reports its outcome in (mig-parted; DPL-009 judges it).
 MIG_MANAGER_CONTAINER = "nvidia-mig-manager"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+
+
+def plugin_validation_stuck_nodes(pods: list[dict[str, Any]]) -> list[str]:
+    """Nodes whose validator is stuck in plugin-validation: its test pod may have found every GPU in use (DPL-006)."""
+    from gpu_conformance.cluster.podstate import stuck_init_container
+
+    nodes = set()
+    for p in pods:
+        if labels_of(p).get("app") != "nvidia-operator-validator":
+            continue
+        stuck = stuck_init_container(p)
+        if stuck is not None and stuck["name"] == "plugin-validation" and (p.get("spec") or {}).get("nodeName"):
+            nodes.add(p["spec"]["nodeName"])
+    return sorted(nodes)
 
 
 def mig_failed_nodes(nodes: list[dict[str, Any]]) -> frozenset[str]:

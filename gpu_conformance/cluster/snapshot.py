@@ -118,6 +118,10 @@ class ClusterSnapshot:
     crd_served: dict[str, list[str]] = field(default_factory=dict)
     # Last log lines of containers the checks want to quote, keyed by (pod, container).
     logs: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Unfinished pods of every namespace on the nodes whose GPU holders a check must count (a validator stuck in
+    # plugin-validation: its test pod may find every GPU in use), keyed by node. Read only for those nodes (a
+    # bounded number, see reader.py): a node absent here was not read, so who holds its GPUs is unknown.
+    node_pods: dict[str, list[Obj]] = field(default_factory=dict)
     operator_namespace: str = ""
     server: str = ""
     context: str = ""
