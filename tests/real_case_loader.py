@@ -34,6 +34,7 @@ Override vocabulary (one key per list item):
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,10 @@ class Case:
     known_miss: str | None = None
     # What the suite said when the case was added: {verdict, nodes: {node: "<layer> (<check>)"}}.
     suite_before: dict[str, Any] | None = None
+    # When the thread's state was seen, on the factory's timeline (T0 objects created, T1 containers started, ...):
+    # every timestamp of the cluster is moved so that the suite's read happens at that moment. Without it a case is
+    # read long after its events (hours later: bring-up windows and event ages as they are now, not as posted).
+    read_at: str | None = None
 
 
 @dataclass
@@ -130,15 +135,53 @@ def load_case(path: Path) -> Case:
     suite_before = data.get("suite_before")
     if suite_before is not None and not (isinstance(suite_before, dict) and suite_before.get("verdict") in VERDICTS):
         raise CaseError(f"{path.name}: suite_before needs a verdict, one of {VERDICTS}")
+    read_at = data.get("read_at")
+    if read_at is not None and _parse_time(str(read_at)) is None:
+        raise CaseError(f"{path.name}: read_at must be an RFC 3339 UTC time like {factory.T1!r}, not {read_at!r}")
     return Case(id=path.stem, path=path, source=data["source"], title=data["title"],
                 operator_version=str(data["operator_version"]), summary=data["summary"],
                 cluster=dict(data["cluster"]), overrides=list(data.get("overrides") or []), verdict=verdict,
-                nodes=nodes, known_miss=known_miss, suite_before=suite_before)
+                nodes=nodes, known_miss=known_miss, suite_before=suite_before,
+                read_at=str(read_at) if read_at is not None else None)
+
+
+_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
+
+
+def _parse_time(value: str) -> dt.datetime | None:
+    if not _TIME.match(value):
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def shift_times(obj: Any, delta: dt.timedelta) -> Any:
+    """Every RFC 3339 UTC timestamp in obj moved by delta (the case's timeline replayed at another moment)."""
+    if isinstance(obj, dict):
+        return {k: shift_times(v, delta) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [shift_times(v, delta) for v in obj]
+    if isinstance(obj, str) and (when := _parse_time(obj)) is not None:
+        return (when + delta).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return obj
+
+
+def replay_at(state: ClusterState, read_at: str, now: dt.datetime) -> None:
+    """Move the state's timeline so that `read_at` (the case's moment) is `now` (the suite's read)."""
+    when = _parse_time(read_at)
+    assert when is not None
+    delta = now - when
+    snap = state.snapshot
+    for attr in ("nodes", "pods", "daemonsets", "deployments", "events", "clusterpolicies", "nvidiadrivers",
+                 "operator_pods", "nfd_pods"):
+        setattr(snap, attr, shift_times(getattr(snap, attr), delta))
+    state.objects = shift_times(state.objects, delta)
+    snap.read_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ---- building the cluster ------------------------------------------------------------------------------
 def build(case: Case) -> ClusterState:
-    """The healthy cluster of the case's version with the case's overrides applied."""
+    """The healthy cluster of the case's version with the case's overrides applied, its timeline moved to now
+    when the case says when it was seen (read_at)."""
     state = ClusterState(factory.healthy_snapshot(**case.cluster), version=str(case.cluster.get("version", "")))
     renames: dict[str, str] = {}
     for item in case.overrides:
@@ -158,6 +201,8 @@ def build(case: Case) -> ClusterState:
     _recompute_status(state.snapshot)
     if renames:
         _rename_nodes(state, renames)
+    if case.read_at:
+        replay_at(state, case.read_at, dt.datetime.now(dt.UTC))
     return state
 
 

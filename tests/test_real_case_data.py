@@ -97,3 +97,25 @@ def test_logs_answer_like_a_kubelet(tmp_path: Path) -> None:
 def test_unknown_override_is_named(tmp_path: Path) -> None:
     with pytest.raises(CaseError, match="unknown override 'podd'"):
         build(load_case(_case(tmp_path, "  - podd: {}\n")))
+
+
+def test_a_case_seen_mid_bring_up_is_replayed_at_that_moment() -> None:
+    """read_at moves the case's timeline to now: the driver started minutes before the suite's read, as posted
+    (without it the replay would read a 2-month-old bring-up, long past any startup window)."""
+    import datetime as dt
+
+    from real_case_loader import CASES_DIR, shift_times
+
+    from gpu_conformance.cluster.timeline import container_started, parse_time
+
+    case = load_case(CASES_DIR / "gpu-operator-707-driver-reload-after-reboot-in-progress.yaml")
+    assert case.read_at
+    snap = build(case).snapshot
+    pod = next(p for p in snap.pods if p["metadata"]["name"].startswith("nvidia-driver-daemonset")
+               and p["spec"].get("nodeName") == "gpu-node-1")
+    ctr = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "nvidia-driver-ctr")
+    started, now = container_started(ctr), parse_time(snap.read_at)
+    assert started is not None and now is not None
+    assert dt.timedelta(minutes=1) <= now - started <= dt.timedelta(minutes=4), (started, now)
+    assert shift_times({"a": ["2026-10-01T09:00:00Z", "x"]}, dt.timedelta(hours=1)) == \
+        {"a": ["2026-10-01T10:00:00Z", "x"]}
