@@ -45,6 +45,7 @@ import yaml
 
 from gpu_conformance import versions
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.cluster.timeline import parse_time
 
 Obj = dict[str, Any]
 
@@ -149,9 +150,8 @@ _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
 
 def _parse_time(value: str) -> dt.datetime | None:
-    if not _TIME.match(value):
-        return None
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    """An API timestamp (only those: a version or a date in a label is left alone), parsed as the suite does."""
+    return parse_time(value) if _TIME.match(value) else None
 
 
 def shift_times(obj: Any, delta: dt.timedelta) -> Any:
