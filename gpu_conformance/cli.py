@@ -9,6 +9,8 @@ from pathlib import Path
 
 from gpu_conformance.errors import EXIT_CLUSTER_ACCESS, EXIT_USAGE, ConformanceError
 from gpu_conformance.report import history_cli
+from gpu_conformance.targets.provider import option_specs, options_from
+from gpu_conformance.targets.sim import SimOptions
 
 DEFAULT_STATE_DIR = Path(".gpu-conformance-sim")
 
@@ -30,8 +32,9 @@ def _sim_up(a: argparse.Namespace) -> int:
             raise RealNodeUnsupported(f"--real-nodes: {reason}")
     # Before building or booting anything: only a new, empty or sim-marked directory will do.
     claim_state_dir(state)
-    booted = start_sim(a.profile, a.gpu_nodes, a.cpu_nodes, a.fault, state_dir=state, detach=True,
-                       operator=a.operator, real_nodes=a.real_nodes)
+    o: SimOptions = options_from(SimOptions, lambda dest: getattr(a, dest))
+    booted = start_sim(o.profile, o.gpu_nodes, o.cpu_nodes, list(o.faults), state_dir=state, detach=True,
+                       operator=o.operator, real_nodes=o.real_nodes)
     print(booted.kubeconfig)
     return 0
 
@@ -129,15 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     sim = sub.add_parser("sim", help="the simulated GPU cluster").add_subparsers(dest="sim_cmd", required=True)
     up = sim.add_parser("up", help="start a simulated GPU cluster in the background; prints its kubeconfig")
-    up.add_argument("--gpu-nodes", type=int, default=3)
-    up.add_argument("--cpu-nodes", type=int, default=1)
-    up.add_argument("--profile", default="default")
-    up.add_argument("--fault", action="append", default=[], help="repeatable; see `sim faults`")
-    up.add_argument("--operator", choices=("sim", "real"), default="sim",
-                    help="sim: the hand-written operator (every profile); real: the real GPU Operator v25.3.4 "
-                         "binary built from its Go module (profile v25.3; needs root for a mount namespace)")
-    up.add_argument("--real-nodes", type=int, default=0,
-                    help="also join N real kubelet + containerd nodes with fake GPUs (root; see README)")
+    for spec in option_specs(SimOptions):  # the options of `pytest --cluster=sim`, without their `sim-` prefix
+        spec.add_to(up.add_argument)
     up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
     up.set_defaults(func=_sim_up)
     down = sim.add_parser("down", help="stop the simulated cluster and remove its state")

@@ -41,12 +41,17 @@ from gpu_conformance.verdict import NOT_CONFORMANT
 if TYPE_CHECKING:
     from gpu_conformance.run_result import RunResult
     from gpu_conformance.session import ConformanceRun
-from gpu_conformance.targets import TARGETS
+from gpu_conformance.targets import (
+    DEFAULT_TARGET,
+    TARGETS,
+    cluster_help,
+    how_to_run,
+    options_from,
+    target_option_specs,
+)
 
 CONFORMANCE_MARK = "conformance"
-HOW_TO_RUN = ("conformance checks need a cluster: run `pytest --cluster` (current kubeconfig context) "
-              "or `pytest --cluster=sim` (built-in simulated GPU cluster) or `pytest --cluster=kind` "
-              "(a kind cluster with fake GPUs; needs Docker)")
+HOW_TO_RUN = how_to_run()
 
 # The name the session object is registered under (pytest-html's and xdist's pattern): other plugins and tests
 # reach it with config.pluginmanager.get_plugin(PLUGIN_NAME), or session_of(config).
@@ -70,10 +75,7 @@ OPTIONS = {
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpu-conformance", "GPU Operator conformance")
-    g.addoption("--cluster", nargs="?", const="current", default=None, metavar="TARGET",
-                help="run the conformance checks; TARGET: current (kubeconfig context, default), sim "
-                     "(built-in simulated GPU cluster) or kind (kind cluster with fake GPUs, needs Docker). "
-                     "Use --cluster=TARGET before test paths.")
+    g.addoption("--cluster", nargs="?", const=DEFAULT_TARGET, default=None, metavar="TARGET", help=cluster_help())
     g.addoption("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
                                                     "in-cluster)")
     g.addoption("--context", default=None, help="kubeconfig context (default: current-context)")
@@ -95,14 +97,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--conformance-config", default=None, help="YAML file with the options above; the command "
                                                            "line wins")
     g.addoption("--baseline", default=None, help="a previous conformance.json to compare this run with")
-    g.addoption("--sim-profile", default="default", help="profile of --cluster=sim (gpu-conformance sim profiles)")
-    g.addoption("--sim-gpu-nodes", default=3, type=int, help="GPU nodes of --cluster=sim")
-    g.addoption("--sim-cpu-nodes", default=1, type=int, help="CPU-only nodes of --cluster=sim")
-    g.addoption("--sim-fault", action="append", default=[], help="fault to inject into --cluster=sim (repeatable)")
-    g.addoption("--sim-operator", default="sim", choices=("sim", "real"),
-                help="operator of --cluster=sim: the hand-written one (default) or the real v25.3.4 binary")
-    g.addoption("--sim-real-nodes", default=0, type=int,
-                help="real kubelet + containerd nodes with fake GPUs to join to --cluster=sim (needs root)")
+    # Each target's own options, from its options dataclass: --sim-profile, --sim-gpu-nodes, ...
+    for target, spec in target_option_specs():
+        spec.add_to(g.addoption, f"{target.name}-")
 
 
 def settings_from_config(config: pytest.Config) -> Settings:
@@ -114,12 +111,12 @@ def settings_from_config(config: pytest.Config) -> Settings:
         v = config.getoption(opt)
         if v is not None:
             values[fld] = v
-    s = Settings(**values)
-    s.extra = {"sim_profile": config.getoption("sim_profile"), "sim_gpu_nodes": config.getoption("sim_gpu_nodes"),
-               "sim_cpu_nodes": config.getoption("sim_cpu_nodes"), "sim_faults": config.getoption("sim_fault"),
-               "sim_operator": config.getoption("sim_operator"),
-               "sim_real_nodes": config.getoption("sim_real_nodes")}
-    return s.validate()
+    return Settings(**values).validate()
+
+
+def target_options_from_config(config: pytest.Config, target: str) -> Any:
+    """The options dataclass of `--cluster=target`, filled from its `--<target>-*` options."""
+    return options_from(TARGETS[target].options_type, config.getoption, f"{target}-")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -139,7 +136,8 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = settings_from_config(config)
     except UsageError as e:
         raise _usage_error(config, str(e)) from None
-    config.pluginmanager.register(ConformanceSession(config, target, settings), PLUGIN_NAME)
+    session = ConformanceSession(config, target, settings, target_options_from_config(config, target))
+    config.pluginmanager.register(session, PLUGIN_NAME)
     # SIGTERM (CI cancellation, `timeout`, a deleted Job) ends the run like Ctrl-C: cleanup and reports.
     install_sigterm()
     # tryfirst: before junitxml's, pytest-html's and allure's configure read their output options.
@@ -212,9 +210,10 @@ class ConformanceSession:
     hooks that need them, so there is no state on the config, in its stash or in module globals.
     """
 
-    def __init__(self, config: pytest.Config, target: str, settings: Settings) -> None:
+    def __init__(self, config: pytest.Config, target: str, settings: Settings, target_options: Any = None) -> None:
         self.config = config
         self.target = target
+        self.target_options = target_options
         self.settings = settings
         self.run: ConformanceRun | None = None
         # What ended the session before any test ran (one line, its exit code).
@@ -251,7 +250,7 @@ class ConformanceSession:
             return None
         from gpu_conformance.session import ConformanceRun
 
-        run = ConformanceRun(self.settings, self.target)
+        run = ConformanceRun(self.settings, self.target, self.target_options)
         run.layers_selected = [layer for layer in LAYER_ORDER
                                if any(i.get_closest_marker(str(layer)) for i in items)]
         self.run = run

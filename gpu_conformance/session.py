@@ -7,6 +7,7 @@ import secrets
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from gpu_conformance import catalogue
 from gpu_conformance.checks.common import operator_image, operator_version
@@ -37,9 +38,11 @@ def driver_config(snap: ClusterSnapshot) -> dict[str, str]:
 
 
 class ConformanceRun:
-    def __init__(self, settings: Settings, target: str = "current") -> None:
+    def __init__(self, settings: Settings, target: str = "current", target_options: Any = None) -> None:
         self.settings = settings
         self.target = target
+        # The target's own options dataclass (SimOptions, ...); None: its defaults.
+        self.target_options = target_options
         self.started_at = dt.datetime.now(dt.UTC)
         self._t0 = time.monotonic()
         if not settings.run_id:
@@ -60,9 +63,11 @@ class ConformanceRun:
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        target = open_target(self.target, self.settings)
-        self.target_handle = target
-        self.settings.kubeconfig, self.settings.context = target.kubeconfig, target.context
+        target = open_target(self.target, self.settings, self.target_options)
+        self.target_handle = target  # before start(): close() stops what a failed start left
+        target.start()
+        endpoint = target.connect()
+        self.settings.kubeconfig, self.settings.context = endpoint.kubeconfig, endpoint.context
         self.conn = connect(self.settings.kubeconfig, self.settings.context)
         snap = read_snapshot(self.conn, self.settings.operator_namespace, self.settings.gpu_node_selector)
         if CLUSTERPOLICY_CRD not in snap.crds and not snap.operator_pods and not snap.clusterpolicies:
@@ -153,7 +158,7 @@ class ConformanceRun:
         assert self.snapshot is not None
         snap = self.snapshot
         policy = {label: snap.policy_spec(*path) for label, path in POLICY_SWITCHES.items()}
-        settings = {k: v for k, v in asdict(self.settings).items() if k != "extra"}
+        settings = asdict(self.settings)
         return RunResult(
             run_id=self.settings.run_id,
             started_at=self.started_at.isoformat(timespec="seconds"),

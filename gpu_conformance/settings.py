@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,6 @@ class Settings:
     baseline: str | None = None
     # Set by the runner, not by the user.
     run_id: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> Settings:
         if self.expect_driver not in EXPECT_DRIVER_CHOICES:
@@ -127,7 +126,6 @@ def load_config_file(path: str) -> dict[str, Any]:
 # What each option may be in a config file (all others: a string). The command line gives strings only.
 CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "probe_timeout": (int, float, str), "probe_gpus": (int,), "no_probe": (bool,), "probe_nodes": (str, int),
-    "extra": (dict,),
 }
 TYPE_WORDS = {str: "a string", int: "a number", float: "a number", bool: "true or false", dict: "a mapping",
               list: "a list", type(None): "empty"}

@@ -84,18 +84,30 @@ def test_missing_nfd_worker_fails_on_that_node() -> None:
     assert found["gpu-node-1"].status == Status.PASS
 
 
-def test_missing_deploy_label_fails() -> None:
-    snap = healthy_snapshot()
-    drop_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.container-toolkit")
-    f = run("LBL-001", snap)["gpu-node-1"]
-    assert f.status == Status.FAIL and "container-toolkit" in f.message
+# One change to a healthy cluster, and the one finding it gives: (change, check, node, status, words in the message).
+LABEL_CASES = {
+    "missing deploy label fails": (
+        lambda s: drop_label(s, "gpu-node-1", "nvidia.com/gpu.deploy.container-toolkit"),
+        "LBL-001", "gpu-node-1", Status.FAIL, ["container-toolkit"]),
+    "opt-out is reported, not failed": (
+        lambda s: set_label(s, "gpu-node-1", "nvidia.com/gpu.deploy.device-plugin", "false"),
+        "LBL-001", "gpu-node-1", Status.WARN, ["device-plugin=false"]),
+    "labelled node without pod fails": (
+        lambda s: remove_pods(s, "nvidia-device-plugin-daemonset", "gpu-node-2"),
+        "LBL-002", "gpu-node-2", Status.FAIL, ["nvidia-device-plugin-daemonset: label true but no pod"]),
+    "pod on a node opted out fails": (
+        lambda s: set_label(s, "gpu-node-1", "nvidia.com/gpu.deploy.gpu-feature-discovery", "false"),
+        "LBL-002", "gpu-node-1", Status.FAIL, ["gpu-feature-discovery", "=false"]),
+}
 
 
-def test_opt_out_is_reported_not_failed() -> None:
+@pytest.mark.parametrize("case", LABEL_CASES)
+def test_one_label_or_pod_change(case: str) -> None:
+    change, check_id, node, status, words = LABEL_CASES[case]
     snap = healthy_snapshot()
-    set_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.device-plugin", "false")
-    f = run("LBL-001", snap)["gpu-node-1"]
-    assert f.status == Status.WARN and "device-plugin=false" in f.message
+    change(snap)
+    f = run(check_id, snap)[node]
+    assert f.status == status and all(w in f.message for w in words), f.message
 
 
 def test_paused_for_driver_upgrade_is_transient() -> None:
@@ -119,20 +131,6 @@ def test_node_excluded_by_admin_is_not_judged() -> None:
     fails = [(c.id, g.message) for c in REGISTRY.values() if c.func for g in c.run(snap, Settings())
              if g.status == Status.FAIL]
     assert not fails
-
-
-def test_labelled_node_without_pod_fails() -> None:
-    snap = healthy_snapshot()
-    remove_pods(snap, "nvidia-device-plugin-daemonset", "gpu-node-2")
-    f = run("LBL-002", snap)["gpu-node-2"]
-    assert f.status == Status.FAIL and "nvidia-device-plugin-daemonset: label true but no pod" in f.message
-
-
-def test_pod_on_node_opted_out_fails() -> None:
-    snap = healthy_snapshot()
-    set_label(snap, "gpu-node-1", "nvidia.com/gpu.deploy.gpu-feature-discovery", "false")
-    f = run("LBL-002", snap)["gpu-node-1"]
-    assert f.status == Status.FAIL and "gpu-feature-discovery" in f.message and "=false" in f.message
 
 
 def test_gpu_node_selector_limits_the_judged_nodes() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import factory
 import pytest
 from real_case_apiserver import CaseWriter, LogServer
-from real_case_loader import Case, ClusterState, build, case_files, load_case
+from real_case_loader import Case, ClusterState, NodeExpectation, build, case_files, load_case
 
 from gpu_conformance.sim.controlplane import SimCluster
 
@@ -131,26 +131,25 @@ def check_expectations(case: Case, report: dict[str, Any]) -> list[str]:
         failures.append(f"verdict: expected {want}, got {got}")
     nodes = judged(report)
     for name, exp in case.nodes.items():
-        node = nodes.get(name)
-        if not exp.judged:
-            if node is not None:
-                failures.append(f"{name}: must not be judged as a GPU node, but is ({node.get('root_cause')})")
-            continue
-        if node is None:
-            failures.append(f"{name}: not judged as a GPU node (judged: {sorted(nodes)})")
-            continue
-        rc = node.get("root_cause")
-        if exp.layer == "none":
-            if rc is not None:
-                failures.append(f"{name}: expected no root cause, got {rc['layer']} ({rc['check']}): {rc['message']}")
-            continue
-        if rc is None:
-            failures.append(f"{name}: expected root cause in {exp.layer}, got none")
-            continue
-        if rc["layer"] != exp.layer:
-            failures.append(f"{name}: expected layer {exp.layer}, got {rc['layer']} ({rc['check']}): {rc['message']}")
-        text = rc["message"].lower()
-        missing = [s for s in exp.message_contains if s.lower() not in text]
-        if missing:
-            failures.append(f"{name}: root cause message lacks {missing}: {rc['message']}")
+        failures.extend(f"{name}: {why}" for why in node_disagreement(exp, nodes.get(name), sorted(nodes)))
     return failures
+
+
+def node_disagreement(exp: NodeExpectation, node: dict[str, Any] | None, judged_names: list[str]) -> list[str]:
+    """How one node's report differs from what the thread established for it."""
+    if not exp.judged:
+        return [] if node is None else [f"must not be judged as a GPU node, but is ({node.get('root_cause')})"]
+    if node is None:
+        return [f"not judged as a GPU node (judged: {judged_names})"]
+    rc = node.get("root_cause")
+    if exp.layer == "none":
+        return [] if rc is None else [f"expected no root cause, got {rc['layer']} ({rc['check']}): {rc['message']}"]
+    if rc is None:
+        return [f"expected root cause in {exp.layer}, got none"]
+    out = []
+    if rc["layer"] != exp.layer:
+        out.append(f"expected layer {exp.layer}, got {rc['layer']} ({rc['check']}): {rc['message']}")
+    missing = [s for s in exp.message_contains if s.lower() not in rc["message"].lower()]
+    if missing:
+        out.append(f"root cause message lacks {missing}: {rc['message']}")
+    return out

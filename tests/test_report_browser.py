@@ -66,15 +66,19 @@ def test_screenshot_is_not_blank(page: Path, tmp_path: Path) -> None:
     with Image.open(png) as raw:
         img = raw.convert("RGB")
     assert img.size == (1280, 1600)
-    colors = img.getcolors(maxcolors=1 << 20) or []
-    assert len(colors) > 50, "the screenshot is (nearly) one colour"
-    # The NOT CONFORMANT banner is red, at the top.
-    r, g, b = img.getpixel((8, 20))  # type: ignore[misc]
-    assert r > 140 and g < 80 and b < 80, (r, g, b)
     # The grid painted: fail and pass cell backgrounds are there in quantity.
-    counts = {rgb: n for n, rgb in colors}
-    assert counts.get((0xFD, 0xE0, 0xDE), 0) > 500, "no failing cell painted"
-    assert counts.get((0xE3, 0xF4, 0xE6), 0) > 5000, "no passing cells painted"
+    assert_painted(img, passing=5000, failing=500)
+
+
+def assert_painted(img: object, passing: int, failing: int) -> None:
+    """A NOT CONFORMANT page's screenshot: many colours, the red banner at the top, at least this many pixels of
+    passing and of failing cells (the history page uses it too)."""
+    colors = {rgb: n for n, rgb in img.getcolors(maxcolors=1 << 20) or []}  # type: ignore[attr-defined]
+    assert len(colors) > 50, "the screenshot is (nearly) one colour"
+    r, g, b = img.getpixel((8, 20))  # type: ignore[attr-defined]
+    assert r > 140 and g < 80 and b < 80, (r, g, b)
+    assert colors.get((0xFD, 0xE0, 0xDE), 0) > failing, "no failing cell painted"
+    assert colors.get((0xE3, 0xF4, 0xE6), 0) > passing, "no passing cells painted"
 
 
 def test_grid_in_dom_after_scripts(page: Path, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from gpu_conformance import versions
 from gpu_conformance.checks.common import operator_version
 from gpu_conformance.checks.driver_toolkit import stage_message, validator_chain
 from gpu_conformance.checks.gpu_usage import gpu_holders, held
+from gpu_conformance.checks.per_node import per_gpu_node
 from gpu_conformance.checks.pods import (
     PodProblem,
     explained_by_pause,
@@ -196,48 +197,44 @@ def _expected_resource(snapshot: ClusterSnapshot) -> str:
        kubectl="kubectl get node {node} -o jsonpath='{.status.capacity}{\"\\n\"}{.status.allocatable}'",
        detects="GPU node with no GPU resource above 0 in capacity and allocatable (nvidia.com/gpu, nvidia.com/mig-*, "
                "nvidia.com/gpu.shared); a key kubelet keeps at 0 beside advertised ones passes")
-def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    out = []
-    for node in snapshot.gpu_node_names:
-        n = snapshot.node_by_name[node]
-        resources = gpu_resources(n)
-        quantities = {r: dict(zip(("capacity", "allocatable"), _cap_alloc(n, r), strict=True)) for r in resources}
-        # The same rule the probe requests by: a resource counts when capacity and allocatable are above 0.
-        good = list(advertised_gpu_resources(n))
-        ev = {"object": f"Node/{node}", "field": "status.capacity / status.allocatable",
-              "observed": quantities or "no GPU resource", "expected": f"{_expected_resource(snapshot)} > 0"}
-        if good:
-            shown = ", ".join(f"{r} capacity {quantities[r]['capacity']}, allocatable {quantities[r]['allocatable']}"
-                              for r in good)
-            # A key at 0 beside advertised resources is what kubelet keeps of a resource the plugin no longer
-            # registers (MIG mixed, a .shared rename): said, not failed.
-            stale = [r for r in resources if _qty(quantities[r]["capacity"]) == 0 and r not in good]
-            if stale:
-                shown += (f" ({', '.join(stale)} at 0: kept by kubelet from an earlier registration, "
-                          "not requested by workloads)")
-            out.append(Finding(Status.PASS, f"{node} advertises {shown}", node=node, evidence=ev))
-            continue
-        if not _dp_enabled(snapshot):
-            out.append(Finding(Status.NA, "no GPU resource advertised, and the operator's device "
-                               "plugin is disabled (spec.devicePlugin.enabled=false)", node=node, evidence=ev))
-            continue
-        if resources:
-            shown = "; ".join(f"{r} capacity={q['capacity'] or 'absent'}, allocatable={q['allocatable'] or 'absent'}"
-                              for r, q in quantities.items())
-            why = ("kubelet counts no healthy device: the plugin's connection dropped or every device is unhealthy"
-                   if any(_qty(q["capacity"]) > 0 for q in quantities.values()) else
-                   "the device plugin registers no GPU resource now (a key at 0 is what kubelet keeps of a resource "
-                   "registered before)")
-        else:
-            shown = f"{GPU} capacity=absent, allocatable=absent"
-            why = "the device plugin never registered with kubelet on this node"
-        present = node_labels(snapshot, node).get("nvidia.com/gpu.present")
-        msg = (f"{node} advertises no usable GPU: {shown} (expected {_expected_resource(snapshot)} > 0) — {why}; "
-               f"nvidia.com/gpu.present={present} only means the hardware was detected")
-        out.append(_explained(snapshot, node,
-                                      Finding(Status.FAIL, msg, node=node, evidence=ev,
-                                              kubectl=f"kubectl describe node {node}")))
-    return out
+@per_gpu_node()
+def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+    n = snapshot.node_by_name[node]
+    resources = gpu_resources(n)
+    quantities = {r: dict(zip(("capacity", "allocatable"), _cap_alloc(n, r), strict=True)) for r in resources}
+    # The same rule the probe requests by: a resource counts when capacity and allocatable are above 0.
+    good = list(advertised_gpu_resources(n))
+    ev = {"object": f"Node/{node}", "field": "status.capacity / status.allocatable",
+          "observed": quantities or "no GPU resource", "expected": f"{_expected_resource(snapshot)} > 0"}
+    if good:
+        shown = ", ".join(f"{r} capacity {quantities[r]['capacity']}, allocatable {quantities[r]['allocatable']}"
+                          for r in good)
+        # A key at 0 beside advertised resources is what kubelet keeps of a resource the plugin no longer
+        # registers (MIG mixed, a .shared rename): said, not failed.
+        stale = [r for r in resources if _qty(quantities[r]["capacity"]) == 0 and r not in good]
+        if stale:
+            shown += (f" ({', '.join(stale)} at 0: kept by kubelet from an earlier registration, "
+                      "not requested by workloads)")
+        return Finding(Status.PASS, f"{node} advertises {shown}", node=node, evidence=ev)
+    if not _dp_enabled(snapshot):
+        return Finding(Status.NA, "no GPU resource advertised, and the operator's device "
+                       "plugin is disabled (spec.devicePlugin.enabled=false)", node=node, evidence=ev)
+    if resources:
+        shown = "; ".join(f"{r} capacity={q['capacity'] or 'absent'}, allocatable={q['allocatable'] or 'absent'}"
+                          for r, q in quantities.items())
+        why = ("kubelet counts no healthy device: the plugin's connection dropped or every device is unhealthy"
+               if any(_qty(q["capacity"]) > 0 for q in quantities.values()) else
+               "the device plugin registers no GPU resource now (a key at 0 is what kubelet keeps of a resource "
+               "registered before)")
+    else:
+        shown = f"{GPU} capacity=absent, allocatable=absent"
+        why = "the device plugin never registered with kubelet on this node"
+    present = node_labels(snapshot, node).get("nvidia.com/gpu.present")
+    msg = (f"{node} advertises no usable GPU: {shown} (expected {_expected_resource(snapshot)} > 0) — {why}; "
+           f"nvidia.com/gpu.present={present} only means the hardware was detected")
+    return _explained(snapshot, node,
+                              Finding(Status.FAIL, msg, node=node, evidence=ev,
+                                      kubectl=f"kubectl describe node {node}"))
 
 
 @check("DPL-003", L, "Allocatable GPUs equal capacity",
@@ -246,34 +243,31 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> li
             "on the node.",
        kubectl="kubectl describe node {node}",
        detects="allocatable nvidia.com/gpu (or mig-*/gpu.shared) below capacity: unhealthy devices")
-def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+@per_gpu_node()
+def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
     ns = namespace(snapshot, settings)
-    out = []
-    for node in snapshot.gpu_node_names:
-        n = snapshot.node_by_name[node]
-        resources = [r for r in gpu_resources(n) if _qty(_cap_alloc(n, r)[0]) > 0]
-        if not resources:
-            out.append(Finding(Status.NA, "no GPU resource in capacity (see DPL-002)", node=node))
-            continue
-        short = []
-        for r in resources:
-            cap, alloc = (_qty(q) for q in _cap_alloc(n, r))
-            if alloc < cap:
-                short.append((r, cap, alloc))
-        ev = {"object": f"Node/{node}", "field": "status.allocatable",
-              "observed": {r: _cap_alloc(n, r)[1] for r in resources},
-              "expected": {r: _cap_alloc(n, r)[0] for r in resources}}
-        if short:
-            parts = [f"{r} allocatable {a} < capacity {c}: {c - a} of {c} devices unhealthy" for r, c, a in short]
-            pod = operand_pod(snapshot, ops.DEVICE_PLUGIN, node)
-            out.append(_explained(snapshot, node, Finding(
-                Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds devices the device plugin reports "
-                "unhealthy)", node=node, evidence=ev,
-                kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}")))
-        else:
-            out.append(Finding(Status.PASS, f"allocatable equals capacity for "
-                               f"{', '.join(resources)}", node=node, evidence=ev))
-    return out
+    n = snapshot.node_by_name[node]
+    resources = [r for r in gpu_resources(n) if _qty(_cap_alloc(n, r)[0]) > 0]
+    if not resources:
+        return Finding(Status.NA, "no GPU resource in capacity (see DPL-002)", node=node)
+    short = []
+    for r in resources:
+        cap, alloc = (_qty(q) for q in _cap_alloc(n, r))
+        if alloc < cap:
+            short.append((r, cap, alloc))
+    ev = {"object": f"Node/{node}", "field": "status.allocatable",
+          "observed": {r: _cap_alloc(n, r)[1] for r in resources},
+          "expected": {r: _cap_alloc(n, r)[0] for r in resources}}
+    if short:
+        parts = [f"{r} allocatable {a} < capacity {c}: {c - a} of {c} devices unhealthy" for r, c, a in short]
+        pod = operand_pod(snapshot, ops.DEVICE_PLUGIN, node)
+        return _explained(snapshot, node, Finding(
+            Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds devices the device plugin reports "
+            "unhealthy)", node=node, evidence=ev,
+            kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}"))
+    else:
+        return Finding(Status.PASS, f"allocatable equals capacity for "
+                       f"{', '.join(resources)}", node=node, evidence=ev)
 
 
 @check("DPL-004", L, "Advertised GPU count matches GFD",
@@ -282,49 +276,44 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -
             "init, excluded or unhealthy at start).",
        kubectl="kubectl get node {node} -L nvidia.com/gpu.count,nvidia.com/gpu.replicas,nvidia.com/gpu.product",
        detects="capacity differs from nvidia.com/gpu.count × nvidia.com/gpu.replicas (or nvidia.com/mig-<p>.count)")
-def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    out = []
-    for node in snapshot.gpu_node_names:
-        n = snapshot.node_by_name[node]
-        labels = node_labels(snapshot, node)
-        cap = n.get("status", {}).get("capacity") or {}
-        if not _gfd_enabled(snapshot):
-            out.append(Finding(Status.NA, "GFD disabled (spec.gfd.enabled=false), no "
-                               "nvidia.com/gpu.count to compare with", node=node))
-            continue
-        mig_counts = {k[: -len(".count")]: v for k, v in labels.items()
-                      if k.startswith(MIG_PREFIX) and k.endswith(".count")}
-        if snapshot.policy_spec("mig", "strategy") == "mixed" and mig_counts:
-            pairs = [(res, _qty(v), cap.get(res)) for res, v in sorted(mig_counts.items())]
-            basis = "per MIG profile (mixed strategy)"
-        elif "nvidia.com/gpu.count" in labels:
-            count, replicas = _qty(labels["nvidia.com/gpu.count"]), max(_qty(labels.get("nvidia.com/gpu.replicas")), 1)
-            # The name the plugin advertises now: a .shared key kubelet keeps at 0 after the rename was
-            # dropped (or a stale nvidia.com/gpu: 0 after it was added) is not the one to compare.
-            advertised = advertised_gpu_resources(n)
-            res = next((r for r in (GPU_SHARED, GPU) if r in advertised), GPU_SHARED if GPU_SHARED in cap else GPU)
-            pairs = [(res, count * replicas, cap.get(res))]
-            basis = f"nvidia.com/gpu.count={count} × nvidia.com/gpu.replicas={replicas}"
-        else:
-            out.append(Finding(Status.NA, "no GFD count label (see DPL-005)", node=node))
-            continue
-        if all(observed is None for _, _, observed in pairs):
-            out.append(Finding(Status.NA, "no GPU resource in capacity to compare (see DPL-002)",
-                               node=node))
-            continue
-        bad = [(r, e, o) for r, e, o in pairs if _qty(o) != e]
-        ev = {"object": f"Node/{node}", "field": "status.capacity", "observed": {r: o for r, _, o in pairs},
-              "expected": {r: str(e) for r, e, _ in pairs}, "basis": basis}
-        if bad:
-            parts = [f"capacity {r}={o if o is not None else 'absent'} but GFD expects {e}" for r, e, o in bad]
-            out.append(_explained(snapshot, node, Finding(
-                Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device plugin does not advertise every "
-                "GPU GFD sees", node=node, evidence=ev)))
-        else:
-            shown = ", ".join(f"{r}={o}" for r, _, o in pairs)
-            out.append(Finding(Status.PASS, f"capacity {shown} matches GFD ({basis})", node=node,
-                               evidence=ev))
-    return out
+@per_gpu_node()
+def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+    n = snapshot.node_by_name[node]
+    labels = node_labels(snapshot, node)
+    cap = n.get("status", {}).get("capacity") or {}
+    if not _gfd_enabled(snapshot):
+        return Finding(Status.NA, "GFD disabled (spec.gfd.enabled=false), no "
+                       "nvidia.com/gpu.count to compare with", node=node)
+    mig_counts = {k[: -len(".count")]: v for k, v in labels.items()
+                  if k.startswith(MIG_PREFIX) and k.endswith(".count")}
+    if snapshot.policy_spec("mig", "strategy") == "mixed" and mig_counts:
+        pairs = [(res, _qty(v), cap.get(res)) for res, v in sorted(mig_counts.items())]
+        basis = "per MIG profile (mixed strategy)"
+    elif "nvidia.com/gpu.count" in labels:
+        count, replicas = _qty(labels["nvidia.com/gpu.count"]), max(_qty(labels.get("nvidia.com/gpu.replicas")), 1)
+        # The name the plugin advertises now: a .shared key kubelet keeps at 0 after the rename was
+        # dropped (or a stale nvidia.com/gpu: 0 after it was added) is not the one to compare.
+        advertised = advertised_gpu_resources(n)
+        res = next((r for r in (GPU_SHARED, GPU) if r in advertised), GPU_SHARED if GPU_SHARED in cap else GPU)
+        pairs = [(res, count * replicas, cap.get(res))]
+        basis = f"nvidia.com/gpu.count={count} × nvidia.com/gpu.replicas={replicas}"
+    else:
+        return Finding(Status.NA, "no GFD count label (see DPL-005)", node=node)
+    if all(observed is None for _, _, observed in pairs):
+        return Finding(Status.NA, "no GPU resource in capacity to compare (see DPL-002)",
+                       node=node)
+    bad = [(r, e, o) for r, e, o in pairs if _qty(o) != e]
+    ev = {"object": f"Node/{node}", "field": "status.capacity", "observed": {r: o for r, _, o in pairs},
+          "expected": {r: str(e) for r, e, _ in pairs}, "basis": basis}
+    if bad:
+        parts = [f"capacity {r}={o if o is not None else 'absent'} but GFD expects {e}" for r, e, o in bad]
+        return _explained(snapshot, node, Finding(
+            Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device plugin does not advertise every "
+            "GPU GFD sees", node=node, evidence=ev))
+    else:
+        shown = ", ".join(f"{r}={o}" for r, _, o in pairs)
+        return Finding(Status.PASS, f"capacity {shown} matches GFD ({basis})", node=node,
+                       evidence=ev)
 
 
 @check("DPL-005", L, "GFD labels present",
@@ -334,50 +323,45 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
        kubectl="kubectl get node {node} -o json | grep -o 'nvidia.com/[a-z.-]*'",
        detects="GPU node without nvidia.com/gpu.product, gpu.count or cuda.driver-version.* while GFD is enabled "
                "(a missing gpu.memory only warns: unified-memory GPUs have none)")
-def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+@per_gpu_node()
+def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
     ns = namespace(snapshot, settings)
-    out = []
-    for node in snapshot.gpu_node_names:
-        if not _gfd_enabled(snapshot):
-            out.append(Finding(Status.NA, "GFD disabled (spec.gfd.enabled=false)", node=node))
-            continue
-        gate = label_gate(snapshot, node, ops.GFD)
-        if gate is not None:
-            out.append(gate)
-            continue
-        labels = node_labels(snapshot, node)
-        missing = [alts[0] for alts in GFD_REQUIRED if not any(a in labels for a in alts)]
-        ev = {"object": f"Node/{node}", "field": "metadata.labels", "observed": {
-            a: labels.get(a) for alts in GFD_REQUIRED for a in alts[:1]}, "expected": [a[0] for a in GFD_REQUIRED]}
-        if not missing:
-            cuda = next(labels[a] for a in GFD_REQUIRED[2] if a in labels)
-            memory = labels.get(GFD_USUALLY[0])
-            shown = (f"GFD labels present ({labels['nvidia.com/gpu.product']} × {labels['nvidia.com/gpu.count']}"
-                     f"{f', {memory} MiB' if memory else ''}, driver {cuda})")
-            if memory is None:
-                out.append(Finding(Status.WARN, f"{shown}; no {GFD_USUALLY[0]}: GFD omits it on unified-memory "
-                                   "GPUs (e.g. GB10), elsewhere NVML could not read the memory size", node=node,
-                                   evidence={**ev, "usually": list(GFD_USUALLY)}))
-            else:
-                out.append(Finding(Status.PASS, shown, node=node, evidence=ev))
-            continue
-        pod = operand_pod(snapshot, ops.GFD, node)
-        if pod is None:
-            state = "no gpu-feature-discovery pod on the node"
-            cmd = (f"kubectl -n {ns} get pods -o wide -l {selector_text(snapshot, ops.GFD)} "
-                   f"--field-selector spec.nodeName={node}")
-        elif not pod_ready(pod):
-            state = f"gpu-feature-discovery pod {name_of(pod)} {pod_problem(snapshot, pod).summary}"
-            cmd = f"kubectl -n {ns} describe pod {name_of(pod)}"
+    if not _gfd_enabled(snapshot):
+        return Finding(Status.NA, "GFD disabled (spec.gfd.enabled=false)", node=node)
+    gate = label_gate(snapshot, node, ops.GFD)
+    if gate is not None:
+        return gate
+    labels = node_labels(snapshot, node)
+    missing = [alts[0] for alts in GFD_REQUIRED if not any(a in labels for a in alts)]
+    ev = {"object": f"Node/{node}", "field": "metadata.labels", "observed": {
+        a: labels.get(a) for alts in GFD_REQUIRED for a in alts[:1]}, "expected": [a[0] for a in GFD_REQUIRED]}
+    if not missing:
+        cuda = next(labels[a] for a in GFD_REQUIRED[2] if a in labels)
+        memory = labels.get(GFD_USUALLY[0])
+        shown = (f"GFD labels present ({labels['nvidia.com/gpu.product']} × {labels['nvidia.com/gpu.count']}"
+                 f"{f', {memory} MiB' if memory else ''}, driver {cuda})")
+        if memory is None:
+            return Finding(Status.WARN, f"{shown}; no {GFD_USUALLY[0]}: GFD omits it on unified-memory "
+                           "GPUs (e.g. GB10), elsewhere NVML could not read the memory size", node=node,
+                           evidence={**ev, "usually": list(GFD_USUALLY)})
         else:
-            state = (f"gpu-feature-discovery pod {name_of(pod)} is Ready, so NFD did not apply its labels "
-                     "(nfd-master extraLabelNs / NodeFeature API)")
-            cmd = logs_cmd(ns, pod, "gpu-feature-discovery")
-        ev["gfd_pod"] = state
-        missing += [a for a in GFD_USUALLY if a not in labels]
-        out.append(Finding(Status.FAIL, f"{node} lacks GFD labels {', '.join(missing)}: {state}",
-                           node=node, evidence=ev, kubectl=cmd))
-    return out
+            return Finding(Status.PASS, shown, node=node, evidence=ev)
+    pod = operand_pod(snapshot, ops.GFD, node)
+    if pod is None:
+        state = "no gpu-feature-discovery pod on the node"
+        cmd = (f"kubectl -n {ns} get pods -o wide -l {selector_text(snapshot, ops.GFD)} "
+               f"--field-selector spec.nodeName={node}")
+    elif not pod_ready(pod):
+        state = f"gpu-feature-discovery pod {name_of(pod)} {pod_problem(snapshot, pod).summary}"
+        cmd = f"kubectl -n {ns} describe pod {name_of(pod)}"
+    else:
+        state = (f"gpu-feature-discovery pod {name_of(pod)} is Ready, so NFD did not apply its labels "
+                 "(nfd-master extraLabelNs / NodeFeature API)")
+        cmd = logs_cmd(ns, pod, "gpu-feature-discovery")
+    ev["gfd_pod"] = state
+    missing += [a for a in GFD_USUALLY if a not in labels]
+    return Finding(Status.FAIL, f"{node} lacks GFD labels {', '.join(missing)}: {state}",
+                   node=node, evidence=ev, kubectl=cmd)
 
 
 # ---- plugin-validation ---------------------------------------------------------------------------------------
@@ -506,58 +490,53 @@ def _workload_stage(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, stu
                "true) its test pod did not run although a GPU is free; every GPU held by running pods of any "
                "namespace (finished pods hold none) is a warning, as is a stale failure from before the GPUs "
                "were advertised")
-def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+@per_gpu_node()
+def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
     ns = namespace(snapshot, settings)
-    out = []
-    for node in snapshot.gpu_node_names:
-        if not _dp_enabled(snapshot):
-            out.append(Finding(Status.NA, "plugin-validation is removed from the validator when "
-                               "spec.devicePlugin.enabled=false", node=node))
-            continue
-        gate = label_gate(snapshot, node, ops.VALIDATOR)
-        if gate is not None:
-            out.append(gate)
-            continue
-        pod = operand_pod(snapshot, ops.VALIDATOR, node)
-        if pod is None:
-            out.append(Finding(Status.NA, "no validator pod (see DRV-004)", node=node))
-            continue
-        chain = validator_chain(pod)
-        stuck = stuck_init_container(pod)
-        ev: dict[str, Any] = {"object": f"Pod/{name_of(pod)}", "field": "status.initContainerStatuses"
-                              "[plugin-validation]", "expected": "completed", "status": pod_status_text(pod)}
-        if "plugin-validation" not in chain:
-            ev["observed"] = "absent"
-            out.append(Finding(Status.WARN, f"validator {name_of(pod)} has no plugin-validation "
-                               "although the device plugin is enabled, so GPU advertisement is not validated",
-                               node=node, evidence=ev))
-        elif stuck is None:
-            ev["observed"] = "completed"
-            out.append(Finding(Status.PASS, f"validator {name_of(pod)} completed "
-                               "plugin-validation", node=node, evidence=ev))
-        elif stuck["name"] != "plugin-validation":
-            ev["observed"] = f"not reached (stuck in {stuck['name']})"
-            out.append(Finding(Status.NA, f"plugin-validation not reached — validator stuck "
-                               f"earlier in {stuck['name']} (see DRV-004)", node=node, evidence=ev))
+    if not _dp_enabled(snapshot):
+        return Finding(Status.NA, "plugin-validation is removed from the validator when "
+                       "spec.devicePlugin.enabled=false", node=node)
+    gate = label_gate(snapshot, node, ops.VALIDATOR)
+    if gate is not None:
+        return gate
+    pod = operand_pod(snapshot, ops.VALIDATOR, node)
+    if pod is None:
+        return Finding(Status.NA, "no validator pod (see DRV-004)", node=node)
+    chain = validator_chain(pod)
+    stuck = stuck_init_container(pod)
+    ev: dict[str, Any] = {"object": f"Pod/{name_of(pod)}", "field": "status.initContainerStatuses"
+                          "[plugin-validation]", "expected": "completed", "status": pod_status_text(pod)}
+    if "plugin-validation" not in chain:
+        ev["observed"] = "absent"
+        return Finding(Status.WARN, f"validator {name_of(pod)} has no plugin-validation "
+                       "although the device plugin is enabled, so GPU advertisement is not validated",
+                       node=node, evidence=ev)
+    elif stuck is None:
+        ev["observed"] = "completed"
+        return Finding(Status.PASS, f"validator {name_of(pod)} completed "
+                       "plugin-validation", node=node, evidence=ev)
+    elif stuck["name"] != "plugin-validation":
+        ev["observed"] = f"not reached (stuck in {stuck['name']})"
+        return Finding(Status.NA, f"plugin-validation not reached — validator stuck "
+                       f"earlier in {stuck['name']} (see DRV-004)", node=node, evidence=ev)
+    else:
+        log = snapshot.logs.get((name_of(pod), "plugin-validation")) or ""
+        ev.update({"observed": f"{stuck['state']} {stuck['reason']}".strip(), "stage": "plugin-validation",
+                   "state": stuck["state"], "reason": stuck["reason"], "exit_code": stuck["exit_code"],
+                   "restarts": stuck["restarts"]})
+        if log:
+            ev["log"] = log
+        cmd = logs_cmd(ns, pod, "plugin-validation",
+                       previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")
+        advertised = _validator_sees(snapshot.node_by_name[node], "capacity")
+        if not advertised:
+            return explained_by_upgrade(snapshot, node, pod, Finding(
+                Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
+                kubectl=cmd))
         else:
-            log = snapshot.logs.get((name_of(pod), "plugin-validation")) or ""
-            ev.update({"observed": f"{stuck['state']} {stuck['reason']}".strip(), "stage": "plugin-validation",
-                       "state": stuck["state"], "reason": stuck["reason"], "exit_code": stuck["exit_code"],
-                       "restarts": stuck["restarts"]})
-            if log:
-                ev["log"] = log
-            cmd = logs_cmd(ns, pod, "plugin-validation",
-                           previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")
-            advertised = _validator_sees(snapshot.node_by_name[node], "capacity")
-            if not advertised:
-                out.append(explained_by_upgrade(snapshot, node, pod, Finding(
-                    Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
-                    kubectl=cmd)))
-            else:
-                out.append(explained_by_upgrade(snapshot, node, pod,
-                                                _workload_stage(snapshot, ns, node, pod, stuck, advertised, log, ev,
-                                                                cmd)))
-    return out
+            return explained_by_upgrade(snapshot, node, pod,
+                                        _workload_stage(snapshot, ns, node, pod, stuck, advertised, log, ev,
+                                                        cmd))
 
 
 # ---- the MIG manager's outcome ------------------------------------------------------------------------------
@@ -599,32 +578,30 @@ def _mig_failed(snapshot: ClusterSnapshot, ns: str, node: str, profile: str, ev:
                "as a warning",
        # A failed repartition explains the resource counts DPL-002/DPL-004 would blame on the plugin.
        rank=-1)
-def mig_config_applied(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+@per_gpu_node()
+def mig_config_applied(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
     ns = namespace(snapshot, settings)
-    out = []
-    for node in snapshot.gpu_node_names:
-        labels = node_labels(snapshot, node)
-        state, profile = labels.get(MIG_STATE), labels.get(MIG_CONFIG, "<unset>")
-        ev: dict[str, Any] = {"object": f"Node/{node}", "field": f"metadata.labels[{MIG_STATE}]", "observed": state,
-                              "expected": MIG_DONE, MIG_CONFIG: profile}
-        if state is None:
-            out.append(Finding(Status.PASS, f"no MIG reconfiguration reported ({MIG_STATE} absent)", node=node,
-                               evidence=ev))
-        elif state == MIG_DONE:
-            out.append(Finding(Status.PASS, f"MIG layout {profile} applied ({MIG_STATE}={state})", node=node,
-                               evidence=ev))
-        elif state == MIG_FAILED:
-            out.append(_mig_failed(snapshot, ns, node, profile, ev))
-        elif state in MIG_WORKING:
-            out.append(Finding(Status.WARN, f"transient: the MIG manager is applying {MIG_CONFIG}={profile} "
-                               f"({MIG_STATE}={state}); GPU resources change when it finishes", node=node,
-                               evidence={**ev, "transient": True}))
-        else:
-            # A state a newer MIG manager may write: say it by name, never guess what it means.
-            out.append(Finding(Status.WARN, f"unknown MIG manager state {MIG_STATE}={state!r} (known: "
-                               f"{', '.join((*MIG_WORKING, MIG_DONE, MIG_FAILED))}); {MIG_CONFIG}={profile}",
-                               node=node, evidence=ev))
-    return out
+    labels = node_labels(snapshot, node)
+    state, profile = labels.get(MIG_STATE), labels.get(MIG_CONFIG, "<unset>")
+    ev: dict[str, Any] = {"object": f"Node/{node}", "field": f"metadata.labels[{MIG_STATE}]", "observed": state,
+                          "expected": MIG_DONE, MIG_CONFIG: profile}
+    if state is None:
+        return Finding(Status.PASS, f"no MIG reconfiguration reported ({MIG_STATE} absent)", node=node,
+                       evidence=ev)
+    elif state == MIG_DONE:
+        return Finding(Status.PASS, f"MIG layout {profile} applied ({MIG_STATE}={state})", node=node,
+                       evidence=ev)
+    elif state == MIG_FAILED:
+        return _mig_failed(snapshot, ns, node, profile, ev)
+    elif state in MIG_WORKING:
+        return Finding(Status.WARN, f"transient: the MIG manager is applying {MIG_CONFIG}={profile} "
+                       f"({MIG_STATE}={state}); GPU resources change when it finishes", node=node,
+                       evidence={**ev, "transient": True})
+    else:
+        # A state a newer MIG manager may write: say it by name, never guess what it means.
+        return Finding(Status.WARN, f"unknown MIG manager state {MIG_STATE}={state!r} (known: "
+                       f"{', '.join((*MIG_WORKING, MIG_DONE, MIG_FAILED))}); {MIG_CONFIG}={profile}",
+                       node=node, evidence=ev)
 
 
 # ---- cluster-wide checks -----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance import upgrade_states as upg
+from gpu_conformance.checks.per_node import per_gpu_node
 from gpu_conformance.checks.pods import (
     DRIVER_CONTAINER,
     HINT_RUNTIME,
@@ -24,7 +25,6 @@ from gpu_conformance.checks.pods import (
     dismissed_refusal,
     driver_starting,
     explained_by_upgrade,
-    label_gate,
     last_log,
     logs_cmd,
     missing_pod_finding,
@@ -103,26 +103,24 @@ def waits_for_driver(snapshot: ClusterSnapshot, pod: Obj) -> bool:
        detects="node in host/pre-installed driver mode when --expect-driver=operator (or the reverse); "
                "useNvidiaDriverCRD without an NVIDIADriver CR; a node no NVIDIADriver selects, or whose CRs report "
                "an error (ConflictingNodeSelector, ReconcileFailed), in the CR's words")
-def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+@per_gpu_node()
+def driver_configuration(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
     expect = settings.expect_driver
-    out = []
-    for node in snapshot.gpu_node_names:
-        mode = driver_mode(snapshot, node)
-        ev = {"object": f"Node/{node}", "field": "driver configuration", "observed": mode.kind,
-              "expected": expect, "source": mode.source}
-        if mode.problem:
-            out.append(Finding(Status.FAIL, f"{mode.problem}", node=node, evidence=ev,
-                               kubectl="kubectl get nvidiadrivers.nvidia.com -o wide"))
-        elif expect == "operator" and mode.kind != "operator":
-            out.append(Finding(Status.FAIL, f"driver is {mode.source}, but --expect-driver="
-                               "operator expects the operator's driver container", node=node, evidence=ev))
-        elif expect == "host" and mode.kind == "operator":
-            out.append(Finding(Status.FAIL, f"driver is the {mode.source}, but --expect-driver="
-                               "host expects a host driver (driver.enabled=false or pre-installed)", node=node,
-                               evidence=ev))
-        else:
-            out.append(Finding(Status.PASS, f"{mode.source}", node=node, evidence=ev))
-    return out
+    mode = driver_mode(snapshot, node)
+    ev = {"object": f"Node/{node}", "field": "driver configuration", "observed": mode.kind,
+          "expected": expect, "source": mode.source}
+    if mode.problem:
+        return Finding(Status.FAIL, f"{mode.problem}", node=node, evidence=ev,
+                       kubectl="kubectl get nvidiadrivers.nvidia.com -o wide")
+    elif expect == "operator" and mode.kind != "operator":
+        return Finding(Status.FAIL, f"driver is {mode.source}, but --expect-driver="
+                       "operator expects the operator's driver container", node=node, evidence=ev)
+    elif expect == "host" and mode.kind == "operator":
+        return Finding(Status.FAIL, f"driver is the {mode.source}, but --expect-driver="
+                       "host expects a host driver (driver.enabled=false or pre-installed)", node=node,
+                       evidence=ev)
+    else:
+        return Finding(Status.PASS, f"{mode.source}", node=node, evidence=ev)
 
 
 @check("DRV-002", L, "Operator driver pod Ready",
@@ -293,89 +291,80 @@ def stage_message(snapshot: ClusterSnapshot, pod: Obj, stuck: dict[str, Any]) ->
        kubectl="kubectl -n {ns} describe pod -l app=nvidia-operator-validator",
        detects="validator pod missing or stuck in driver-validation / toolkit-validation / cuda-validation "
                "(named, with state, restarts and last log lines)")
-def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+@per_gpu_node(ops.VALIDATOR)
+def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
     ns = namespace(snapshot, settings)
-    out = []
-    for node in snapshot.gpu_node_names:
-        gate = label_gate(snapshot, node, ops.VALIDATOR)
-        if gate is not None:
-            out.append(gate)
-            continue
-        pod = operand_pod(snapshot, ops.VALIDATOR, node)
-        if pod is None:
-            out.append(explained_by_upgrade(snapshot, node, None,
-                                            missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator")))
-            continue
-        starting = "" if pod_ready(pod) else node_driver_starting(snapshot, node)
-        if starting and waits_for_driver(snapshot, pod):
-            out.append(Finding(Status.NA, f"validator {name_of(pod)} waits for the driver, which is still starting "
-                               f"({starting}; DRV-002)", node=node,
-                               evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
-                                         "waits_for": "driver"}))
-            continue
-        if not pod_ready(pod) and not any_container_started(pod) and (why := awaits_toolkit(snapshot, pod)):
-            # Its sandbox needs the nvidia handler: no validation stage ran, the toolkit (DRV-003) or the driver
-            # before it (DRV-002) is what keeps it waiting.
-            out.append(Finding(Status.NA, f"validator {name_of(pod)} cannot start before the toolkit on {node} is "
-                               f"Ready (see DRV-002, DRV-003): {why}", node=node,
-                               evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
-                                         "waits_for": "toolkit", "history": why}))
-            continue
-        chain = validator_chain(pod)
-        missing = [c for c in DRIVER_LAYER_CHAIN if c not in chain]
-        stuck = stuck_init_container(pod)
-        ev: dict[str, Any] = {"object": f"Pod/{name_of(pod)}", "field": "status.initContainerStatuses",
-                              "expected": "completed: " + ", ".join(c for c in chain
-                                                                     if c != "plugin-validation"),
-                              "init_containers": chain, "status": pod_status_text(pod)}
-        sp = start_problem(snapshot, pod)
-        cuda_pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
-        if sp is not None:
-            # The validator image cannot be pulled, or the runtime refuses the pod: no stage ran, none is to blame.
-            out.append(problem_finding(snapshot, ns, node, pod, "validator pod", "", sp.hint))
-        elif stuck is not None and stuck["name"] == "cuda-validation" and cuda_pod is not None \
-                and cuda_pod.get("status", {}).get("phase") != "Succeeded":
-            # The validator only waits for the CUDA workload pod; DRV-005 has that pod's own failure and log.
-            ev.update({"observed": "waiting in cuda-validation", "stage": "cuda-validation"})
-            out.append(Finding(Status.NA, f"validator {name_of(pod)} waits in cuda-validation for "
-                               f"{name_of(cuda_pod)} (judged by DRV-005)", node=node, evidence=ev))
-        elif stuck is not None and stuck["name"] != "plugin-validation":
-            _, _, hint = STAGES.get(stuck["name"], ("", "", HINT_ORDER))
-            log = last_log(snapshot, pod, stuck["name"])
-            ev.update({"observed": f"{stuck['name']} {stuck['state']} {stuck['reason']}".strip(),
-                       "stage": stuck["name"], "state": stuck["state"], "reason": stuck["reason"],
-                       "exit_code": stuck["exit_code"], "restarts": stuck["restarts"]})
-            if stuck["message"]:
-                ev["message"] = stuck["message"]
-            if log:
-                ev["log"] = log
-            out.append(explained_by_upgrade(snapshot, node, pod, Finding(
-                Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
-                hint=f"{hint} {HINT_ORDER}".strip(),
-                kubectl=logs_cmd(ns, pod, stuck["name"],
-                                 previous=stuck["restarts"] > 0 and stuck["state"] == "waiting"))))
-        elif stuck is None and not pod_ready(pod):
-            out.append(problem_finding(snapshot, ns, node, pod, "validator pod",
-                                       "all validations completed but the validator container is not running",
-                                       HINT_ORDER))
-        elif missing:
-            ev["observed"] = "missing " + ", ".join(missing)
-            out.append(Finding(Status.WARN, f"validator {name_of(pod)} has no init container "
-                               f"{', '.join(missing)} (init containers: {', '.join(chain)}), so this stage is not "
-                               "validated", node=node, evidence=ev,
-                               kubectl=f"kubectl -n {ns} get pod {name_of(pod)} -o yaml"))
+    pod = operand_pod(snapshot, ops.VALIDATOR, node)
+    if pod is None:
+        return explained_by_upgrade(snapshot, node, None,
+                                    missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator"))
+    starting = "" if pod_ready(pod) else node_driver_starting(snapshot, node)
+    if starting and waits_for_driver(snapshot, pod):
+        return Finding(Status.NA, f"validator {name_of(pod)} waits for the driver, which is still starting "
+                       f"({starting}; DRV-002)", node=node,
+                       evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
+                                 "waits_for": "driver"})
+    if not pod_ready(pod) and not any_container_started(pod) and (why := awaits_toolkit(snapshot, pod)):
+        # Its sandbox needs the nvidia handler: no validation stage ran, the toolkit (DRV-003) or the driver
+        # before it (DRV-002) is what keeps it waiting.
+        return Finding(Status.NA, f"validator {name_of(pod)} cannot start before the toolkit on {node} is "
+                       f"Ready (see DRV-002, DRV-003): {why}", node=node,
+                       evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
+                                 "waits_for": "toolkit", "history": why})
+    chain = validator_chain(pod)
+    missing = [c for c in DRIVER_LAYER_CHAIN if c not in chain]
+    stuck = stuck_init_container(pod)
+    ev: dict[str, Any] = {"object": f"Pod/{name_of(pod)}", "field": "status.initContainerStatuses",
+                          "expected": "completed: " + ", ".join(c for c in chain
+                                                                 if c != "plugin-validation"),
+                          "init_containers": chain, "status": pod_status_text(pod)}
+    sp = start_problem(snapshot, pod)
+    cuda_pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
+    if sp is not None:
+        # The validator image cannot be pulled, or the runtime refuses the pod: no stage ran, none is to blame.
+        return problem_finding(snapshot, ns, node, pod, "validator pod", "", sp.hint)
+    elif stuck is not None and stuck["name"] == "cuda-validation" and cuda_pod is not None \
+            and cuda_pod.get("status", {}).get("phase") != "Succeeded":
+        # The validator only waits for the CUDA workload pod; DRV-005 has that pod's own failure and log.
+        ev.update({"observed": "waiting in cuda-validation", "stage": "cuda-validation"})
+        return Finding(Status.NA, f"validator {name_of(pod)} waits in cuda-validation for "
+                       f"{name_of(cuda_pod)} (judged by DRV-005)", node=node, evidence=ev)
+    elif stuck is not None and stuck["name"] != "plugin-validation":
+        _, _, hint = STAGES.get(stuck["name"], ("", "", HINT_ORDER))
+        log = last_log(snapshot, pod, stuck["name"])
+        ev.update({"observed": f"{stuck['name']} {stuck['state']} {stuck['reason']}".strip(),
+                   "stage": stuck["name"], "state": stuck["state"], "reason": stuck["reason"],
+                   "exit_code": stuck["exit_code"], "restarts": stuck["restarts"]})
+        if stuck["message"]:
+            ev["message"] = stuck["message"]
+        if log:
+            ev["log"] = log
+        return explained_by_upgrade(snapshot, node, pod, Finding(
+            Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
+            hint=f"{hint} {HINT_ORDER}".strip(),
+            kubectl=logs_cmd(ns, pod, stuck["name"],
+                         previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))
+    elif stuck is None and not pod_ready(pod):
+        return problem_finding(snapshot, ns, node, pod, "validator pod",
+                               "all validations completed but the validator container is not running",
+                               HINT_ORDER)
+    elif missing:
+        ev["observed"] = "missing " + ", ".join(missing)
+        return Finding(Status.WARN, f"validator {name_of(pod)} has no init container "
+                       f"{', '.join(missing)} (init containers: {', '.join(chain)}), so this stage is not "
+                       "validated", node=node, evidence=ev,
+                       kubectl=f"kubectl -n {ns} get pod {name_of(pod)} -o yaml")
+    else:
+        ev["observed"] = "completed"
+        done = [c for c in chain if c != "plugin-validation"]
+        tail = ("; now waiting in plugin-validation (device-plugin layer, DPL-006)"
+                if stuck is not None else "")
+        if stuck is None and restart_count(pod) > RESTART_WARN:
+            return restart_warn_or_pass(ns, node, pod, "validator")
         else:
-            ev["observed"] = "completed"
-            done = [c for c in chain if c != "plugin-validation"]
-            tail = ("; now waiting in plugin-validation (device-plugin layer, DPL-006)"
-                    if stuck is not None else "")
-            if stuck is None and restart_count(pod) > RESTART_WARN:
-                out.append(restart_warn_or_pass(ns, node, pod, "validator"))
-            else:
-                out.append(Finding(Status.PASS, f"validator {name_of(pod)} completed "
-                                   f"{', '.join(done)}{tail}", node=node, evidence=ev,
-                                   kubectl=f"kubectl -n {ns} get pod {name_of(pod)} -o wide"))
-    return out
+            return Finding(Status.PASS, f"validator {name_of(pod)} completed "
+                           f"{', '.join(done)}{tail}", node=node, evidence=ev,
+                           kubectl=f"kubectl -n {ns} get pod {name_of(pod)} -o wide")
 
 
 @check("DRV-005", L, "CUDA validation pod succeeded",
@@ -383,63 +372,54 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> 
        kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-cuda-validator --field-selector spec.nodeName={node}",
        detects="nvidia-cuda-validator-* pod Failed or stuck (vectorAdd cannot run), or never created while the "
                "validator waits in cuda-validation")
-def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+@per_gpu_node(ops.VALIDATOR)
+def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
     ns = namespace(snapshot, settings)
-    out = []
-    for node in snapshot.gpu_node_names:
-        gate = label_gate(snapshot, node, ops.VALIDATOR)
-        if gate is not None:
-            out.append(gate)
-            continue
-        pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
-        validator = operand_pod(snapshot, ops.VALIDATOR, node)
-        stuck = stuck_init_container(validator) if validator is not None else None
-        chain = validator_chain(validator) if validator is not None else []
-        reached = (validator is not None and "cuda-validation" in chain
-                   and (stuck is None or chain.index(stuck["name"]) >= chain.index("cuda-validation")))
-        if pod is None:
-            if validator is None:
-                out.append(Finding(Status.NA, "no validator pod, so no CUDA validation ran "
-                                   "(see DRV-004)", node=node))
-            elif not reached:
-                where = stuck["name"] if stuck else "?"
-                out.append(Finding(Status.NA, f"CUDA validation not run yet — the validator is "
-                                   f"still in {where} (see DRV-004)", node=node,
-                                   evidence={"object": f"Pod/{name_of(validator)}", "stage": where}))
-            elif stuck is not None and stuck["name"] == "cuda-validation":
-                out.append(Finding(Status.FAIL, f"validator waits in cuda-validation but no "
-                                   f"{ops.CUDA_VALIDATOR_APP}-* pod exists on the node (it could not be created: "
-                                   "check events and the validator's RBAC)", node=node,
-                                   evidence={"object": f"Pod/{ops.CUDA_VALIDATOR_APP}-*", "observed": "none",
-                                             "expected": "phase Succeeded"},
-                                   kubectl=logs_cmd(ns, validator, "cuda-validation")))
-            else:
-                out.append(Finding(Status.PASS, f"cuda-validation completed in the validator "
-                                   f"(its {ops.CUDA_VALIDATOR_APP} pod has since been removed)", node=node))
-            continue
-        phase = pod.get("status", {}).get("phase")
-        ev = {"object": f"Pod/{name_of(pod)}", "field": "status.phase", "observed": phase, "expected": "Succeeded",
-              "status": pod_status_text(pod)}
-        if phase == "Succeeded":
-            out.append(Finding(Status.PASS, f"{name_of(pod)} Succeeded (vectorAdd ran on the GPU)",
-                               node=node, evidence=ev, kubectl=f"kubectl -n {ns} logs {name_of(pod)} -c "
-                                                                "cuda-validation"))
-            continue
-        p = pod_problem(snapshot, pod)
-        broken = phase == "Failed" or p.stage is not None and p.evidence.get("state") != "running" \
-            or p.evidence.get("restarts", 0) > 0 or p.evidence.get("reason") not in (None, "", "PodInitializing")
-        if not broken:
-            out.append(Finding(Status.WARN, f"{name_of(pod)} still running ({p.evidence['status']}):"
-                               " CUDA validation in progress", node=node, evidence=ev,
-                               kubectl=f"kubectl -n {ns} describe pod {name_of(pod)}"))
-            continue
-        ev.update(p.evidence)
-        if p.log:
-            ev["log"] = p.log
-        msg = f"{name_of(pod)} {phase} — {p.summary}: vectorAdd could not run on the GPU"
-        out.append(Finding(Status.FAIL, with_log(msg, p.log), node=node, evidence=ev,
-                           kubectl=logs_cmd(ns, pod, p.container or "cuda-validation")))
-    return out
+    pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
+    validator = operand_pod(snapshot, ops.VALIDATOR, node)
+    stuck = stuck_init_container(validator) if validator is not None else None
+    chain = validator_chain(validator) if validator is not None else []
+    reached = (validator is not None and "cuda-validation" in chain
+               and (stuck is None or chain.index(stuck["name"]) >= chain.index("cuda-validation")))
+    if pod is None:
+        if validator is None:
+            return Finding(Status.NA, "no validator pod, so no CUDA validation ran "
+                           "(see DRV-004)", node=node)
+        elif not reached:
+            where = stuck["name"] if stuck else "?"
+            return Finding(Status.NA, f"CUDA validation not run yet — the validator is "
+                           f"still in {where} (see DRV-004)", node=node,
+                           evidence={"object": f"Pod/{name_of(validator)}", "stage": where})
+        elif stuck is not None and stuck["name"] == "cuda-validation":
+            return Finding(Status.FAIL, f"validator waits in cuda-validation but no "
+                           f"{ops.CUDA_VALIDATOR_APP}-* pod exists on the node (it could not be created: "
+                           "check events and the validator's RBAC)", node=node,
+                           evidence={"object": f"Pod/{ops.CUDA_VALIDATOR_APP}-*", "observed": "none",
+                                     "expected": "phase Succeeded"},
+                           kubectl=logs_cmd(ns, validator, "cuda-validation"))
+        else:
+            return Finding(Status.PASS, f"cuda-validation completed in the validator "
+                           f"(its {ops.CUDA_VALIDATOR_APP} pod has since been removed)", node=node)
+    phase = pod.get("status", {}).get("phase")
+    ev = {"object": f"Pod/{name_of(pod)}", "field": "status.phase", "observed": phase, "expected": "Succeeded",
+          "status": pod_status_text(pod)}
+    if phase == "Succeeded":
+        return Finding(Status.PASS, f"{name_of(pod)} Succeeded (vectorAdd ran on the GPU)",
+                       node=node, evidence=ev, kubectl=f"kubectl -n {ns} logs {name_of(pod)} -c "
+                                                        "cuda-validation")
+    p = pod_problem(snapshot, pod)
+    broken = phase == "Failed" or p.stage is not None and p.evidence.get("state") != "running" \
+        or p.evidence.get("restarts", 0) > 0 or p.evidence.get("reason") not in (None, "", "PodInitializing")
+    if not broken:
+        return Finding(Status.WARN, f"{name_of(pod)} still running ({p.evidence['status']}):"
+                       " CUDA validation in progress", node=node, evidence=ev,
+                       kubectl=f"kubectl -n {ns} describe pod {name_of(pod)}")
+    ev.update(p.evidence)
+    if p.log:
+        ev["log"] = p.log
+    msg = f"{name_of(pod)} {phase} — {p.summary}: vectorAdd could not run on the GPU"
+    return Finding(Status.FAIL, with_log(msg, p.log), node=node, evidence=ev,
+                   kubectl=logs_cmd(ns, pod, p.container or "cuda-validation"))
 
 
 @check("DRV-006", L, "Container runtime creates the operand pods",
@@ -451,39 +431,36 @@ def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings) -> l
                "unresolvable CDI devices — named ahead of any driver verdict when seen after the pod last ran and, "
                "for runtimeClass operands, after the node's toolkit became Ready (earlier refusals are bring-up)",
        rank=-1)
-def runtime_creates_operand_pods(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+@per_gpu_node()
+def runtime_creates_operand_pods(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
     ns = namespace(snapshot, settings)
-    out = []
-    for node in snapshot.gpu_node_names:
-        refused: list[tuple[Obj, StartProblem]] = []
-        history: dict[str, str] = {}
-        for pod in snapshot.pods_by_node.get(node, []):
-            if pod.get("metadata", {}).get("deletionTimestamp"):
-                continue
-            sp = start_problem(snapshot, pod)
-            if sp is not None and sp.kind in ("sandbox", "container"):
-                refused.append((pod, sp))
-            elif why := dismissed_refusal(snapshot, pod):
-                history[name_of(pod)] = why
-        if not refused:
-            msg = "no operand pod refused by the container runtime"
-            if history:
-                # Said, not judged: the reader sees the events too and should know why they are not the cause.
-                msg += (f" now; earlier refusals of {plural(len(history), 'pod')} are not held against it "
-                        f"(e.g. {next(iter(history.values()))})")
-            out.append(Finding(Status.PASS, msg, node=node,
-                               evidence={"history": history} if history else {}))
+    refused: list[tuple[Obj, StartProblem]] = []
+    history: dict[str, str] = {}
+    for pod in snapshot.pods_by_node.get(node, []):
+        if pod.get("metadata", {}).get("deletionTimestamp"):
             continue
-        pod, sp = refused[0]
-        others = f" (and {len(refused) - 1} more pod{'s' if len(refused) > 2 else ''})" if len(refused) > 1 else ""
-        ev = {"object": f"Pod/{name_of(pod)}", "field": "events" if sp.kind == "sandbox" else "status",
-              "observed": f"{sp.reason}: {sp.message}", "expected": "pod sandbox and containers created",
-              "pods": {name_of(p): f"{s.reason}: {s.message}" for p, s in refused}}
-        if sp.seen:
-            ev["last_seen"] = sp.seen
-        when = {"": "", "unknown": " (the event carries no time: it cannot be placed before or after the toolkit "
-                                   "became Ready)"}.get(sp.seen, f" (last seen {sp.seen})")
-        out.append(Finding(Status.FAIL, f"{sp.meaning}: pod {name_of(pod)}{others} — {sp.reason}: "
-                           f"\"{sp.message}\"{when}", node=node, evidence=ev, hint=sp.hint,
-                           kubectl=f"kubectl -n {ns} describe pod {name_of(pod)}"))
-    return out
+        sp = start_problem(snapshot, pod)
+        if sp is not None and sp.kind in ("sandbox", "container"):
+            refused.append((pod, sp))
+        elif why := dismissed_refusal(snapshot, pod):
+            history[name_of(pod)] = why
+    if not refused:
+        msg = "no operand pod refused by the container runtime"
+        if history:
+            # Said, not judged: the reader sees the events too and should know why they are not the cause.
+            msg += (f" now; earlier refusals of {plural(len(history), 'pod')} are not held against it "
+                    f"(e.g. {next(iter(history.values()))})")
+        return Finding(Status.PASS, msg, node=node,
+                       evidence={"history": history} if history else {})
+    pod, sp = refused[0]
+    others = f" (and {len(refused) - 1} more pod{'s' if len(refused) > 2 else ''})" if len(refused) > 1 else ""
+    ev = {"object": f"Pod/{name_of(pod)}", "field": "events" if sp.kind == "sandbox" else "status",
+          "observed": f"{sp.reason}: {sp.message}", "expected": "pod sandbox and containers created",
+          "pods": {name_of(p): f"{s.reason}: {s.message}" for p, s in refused}}
+    if sp.seen:
+        ev["last_seen"] = sp.seen
+    when = {"": "", "unknown": " (the event carries no time: it cannot be placed before or after the toolkit "
+                               "became Ready)"}.get(sp.seen, f" (last seen {sp.seen})")
+    return Finding(Status.FAIL, f"{sp.meaning}: pod {name_of(pod)}{others} — {sp.reason}: "
+                   f"\"{sp.message}\"{when}", node=node, evidence=ev, hint=sp.hint,
+                   kubectl=f"kubectl -n {ns} describe pod {name_of(pod)}")

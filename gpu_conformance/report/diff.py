@@ -199,6 +199,10 @@ def _v(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
+def _what(c: CheckChange) -> str:
+    return f"{c.check_id} [{c.layer}] {c.title}"
+
+
 def _where(nodes: list[str]) -> str:
     real = [n for n in nodes if n != CLUSTER]
     parts = ["cluster-wide"] if CLUSTER in nodes else []
@@ -275,17 +279,13 @@ def format_diff(d: RunDiff) -> str:
         lines.append(f"policy {vc.what}: {format_value(vc.old)} -> {format_value(vc.new)}")
     lines.extend(_grouped_driver_lines(d.driver_config))
     for c in d.newly_failing:
-        if c.old_status == "fail":
-            lines.append(f"now also failing: {c.check_id} [{c.layer}] {c.title} on {_where(c.nodes)}")
-        else:
-            lines.append(f"newly failing: {c.check_id} [{c.layer}] {c.title} on {_where(c.nodes)} "
-                         f"(was {c.old_status})")
+        # A check that failed before and fails on more nodes now is not "newly" failing.
+        still = c.old_status == "fail"
+        lines.append(f"{'now also' if still else 'newly'} failing: {_what(c)} on {_where(c.nodes)}"
+                     + ("" if still else f" (was {c.old_status})"))
     for c in d.fixed:
-        if c.new_status == "fail":
-            lines.append(f"fixed on {_where(c.nodes)}: {c.check_id} [{c.layer}] {c.title} (still failing elsewhere)")
-        else:
-            lines.append(f"fixed: {c.check_id} [{c.layer}] {c.title} (was failing on {_where(c.nodes)}, "
-                         f"now {c.new_status})")
+        lines.append(f"fixed on {_where(c.nodes)}: {_what(c)} (still failing elsewhere)" if c.new_status == "fail"
+                     else f"fixed: {_what(c)} (was failing on {_where(c.nodes)}, now {c.new_status})")
     lines.extend(_grouped_node_lines(d.nodes))
     # A baseline file may predate redaction; the terminal output must not leak what it held.
     return "\n".join(redact_text(line) for line in lines)

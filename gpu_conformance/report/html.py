@@ -55,15 +55,21 @@ _VERDICT_CLASS = {"CONFORMANT": "conformant", "NOT CONFORMANT": "not-conformant"
 _VERDICT_SYMBOL = {"CONFORMANT": "\u2714", "NOT CONFORMANT": "\u2718", "INCOMPLETE": "?"}
 
 
-@dataclass
-class Cell:
-    layer: str
+class _StatusSymbol:
+    """The one-character symbol of a status, for the rows and groups that carry one."""
+
     status: str
-    title: str = ""
 
     @property
     def symbol(self) -> str:
         return STATUS_SYMBOL.get(self.status, "?")
+
+
+@dataclass
+class Cell(_StatusSymbol):
+    layer: str
+    status: str
+    title: str = ""
 
 
 @dataclass
@@ -83,7 +89,7 @@ class GridRow:
 
 
 @dataclass
-class FindingGroup:
+class FindingGroup(_StatusSymbol):
     status: str
     nodes: list[str]
     nodes_label: str
@@ -92,10 +98,6 @@ class FindingGroup:
     hint: str
     kubectl: str
     note: str = ""
-
-    @property
-    def symbol(self) -> str:
-        return STATUS_SYMBOL.get(self.status, "?")
 
 
 @dataclass

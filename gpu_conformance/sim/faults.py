@@ -750,34 +750,40 @@ def _recreate(ctx: FaultContext, app: str, node: str) -> Obj:
     return pod
 
 
+def _lost_node_reaction(taint: str) -> str:
+    """What the node controller does to a node it lost, whichever way it was lost (the faults' expected text)."""
+    return (f"kube-controller-manager adds node.kubernetes.io/{taint} taints; every pod there Ready=False, "
+            "its Deployment pods evicted to other nodes")
+
+
+def _lose_node(ctx: FaultContext, conditions: dict[str, tuple[str, str, str]], taint: str) -> None:
+    """The node's conditions as kubelet (or its silence) leaves them, then the node controller's reaction."""
+    _set_node_conditions(ctx, NODE, conditions)
+    _wait_taint(ctx, NODE, f"node.kubernetes.io/{taint}")
+    _evict_deployment_pods(ctx, NODE)
+    _mark_pods_not_ready(ctx, NODE)
+
+
 @fault("gpu-node-runtime-down", "containerd died on one GPU node: kubelet reports the node NotReady (container "
        "runtime is down), the node controller taints it and marks its pods not ready; the operand pods still "
        "read Running",
        "gpu-node-1 Ready=False KubeletNotReady 'container runtime is down, PLEG is not healthy ...'; "
-       "kube-controller-manager adds node.kubernetes.io/not-ready taints; every pod there Ready=False, "
-       "its Deployment pods evicted to other nodes",
+       + _lost_node_reaction("not-ready"),
        Layer.NFD, {"NFD-004"}, NODE, root_cause_check="NFD-004", root_cause_says="container runtime is down")
 def _node_runtime_down(ctx: FaultContext) -> None:
-    _set_node_conditions(ctx, NODE, {"Ready": ("False", "KubeletNotReady", RUNTIME_DOWN_MESSAGE)})
-    _wait_taint(ctx, NODE, "node.kubernetes.io/not-ready")
-    _evict_deployment_pods(ctx, NODE)
-    _mark_pods_not_ready(ctx, NODE)
+    _lose_node(ctx, {"Ready": ("False", "KubeletNotReady", RUNTIME_DOWN_MESSAGE)}, "not-ready")
 
 
 @fault("gpu-node-unreachable", "the kubelet of one GPU node stopped posting status (node powered off or "
        "network-partitioned): the node controller sets its conditions Unknown, taints it unreachable and marks "
        "its pods not ready",
        "gpu-node-1 every condition Unknown NodeStatusUnknown 'Kubelet stopped posting node status.'; "
-       "kube-controller-manager adds node.kubernetes.io/unreachable taints; every pod there Ready=False, "
-       "its Deployment pods evicted to other nodes",
+       + _lost_node_reaction("unreachable"),
        Layer.NFD, {"NFD-004"}, NODE, root_cause_check="NFD-004", root_cause_says="Kubelet stopped posting")
 def _node_unreachable(ctx: FaultContext) -> None:
     unknown = ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
-    _set_node_conditions(ctx, NODE, dict.fromkeys(("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"),
-                                                  unknown))
-    _wait_taint(ctx, NODE, "node.kubernetes.io/unreachable")
-    _evict_deployment_pods(ctx, NODE)
-    _mark_pods_not_ready(ctx, NODE)
+    _lose_node(ctx, dict.fromkeys(("Ready", "MemoryPressure", "DiskPressure", "PIDPressure"), unknown),
+               "unreachable")
 
 
 @fault("gpu-node-cordoned", "an admin cordoned one GPU node for maintenance: nothing new schedules there, its "

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from gpu_conformance.errors import UsageError
-from gpu_conformance.settings import Settings
 
 
 class BootedSim:
@@ -127,14 +126,6 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
               f"{f'; {real_nodes} real node(s) joined in {time.monotonic() - t2:.1f}s' if real_nodes else ''})",
               file=sys.stderr)
     return booted
-
-
-def boot_sim(settings: Settings) -> BootedSim:
-    extra = settings.extra
-    return start_sim(profile=extra.get("sim_profile", "default"), gpu_nodes=int(extra.get("sim_gpu_nodes", 3)),
-                     cpu_nodes=int(extra.get("sim_cpu_nodes", 1)), faults=list(extra.get("sim_faults") or []),
-                     operator=str(extra.get("sim_operator") or "sim"),
-                     real_nodes=int(extra.get("sim_real_nodes") or 0))
 
 
 @contextlib.contextmanager
