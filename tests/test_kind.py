@@ -69,6 +69,11 @@ def test_gpu_path_mounts_nvidias_runtime_for_cdi_and_the_fake_for_legacy(tmp_pat
     assert mounts["cdi"][RUNTIME_BINARY] == str(real)
     assert mounts["legacy"][RUNTIME_BINARY] == str(bins / "fake-nvidia-container-runtime")
     assert RUNTIME_CONFIG not in mounts["legacy"]
+    # The device plugin's annotation reaches the runtime only where containerd's runtime entry lists it.
+    patches = {c.gpu_path: yaml.safe_load(c._write_config(bins).read_text())["containerdConfigPatches"]
+               for c in (cdi, legacy)}
+    assert patches["cdi"] == [*patches["legacy"], kindop.containerd_patch()]
+    assert f"container_annotations = ['{kindop.CDI_ANNOTATION_PREFIX}*']" in patches["cdi"][-1]
     toml = Path(mounts["cdi"][RUNTIME_CONFIG]).read_text()
     assert 'mode = "cdi"' in toml and f'annotation-prefixes = ["{kindop.CDI_ANNOTATION_PREFIX}"]' in toml
     assert kindop.clusterpolicy("cdi")["spec"]["cdi"] == {"enabled": True, "default": True}

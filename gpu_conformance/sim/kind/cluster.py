@@ -168,6 +168,9 @@ class KindCluster:
         workers = [n for n in config["nodes"] if n["role"] == "worker"]
         config["nodes"] = [n for n in config["nodes"] if n["role"] != "worker"] + \
             [dict(workers[i % len(workers)]) for i in range(self.workers)]
+        if self.gpu_path == "cdi":
+            config["containerdConfigPatches"] = [*config.get("containerdConfigPatches", []),
+                                                 kindop.containerd_patch()]
         for node in config["nodes"]:
             node["image"] = self.image
             if realnode_bin is not None:

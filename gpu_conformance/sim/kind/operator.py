@@ -85,7 +85,7 @@ def runtime_config() -> str:
     return "\n".join([
         "[nvidia-container-runtime]",
         'mode = "cdi"',
-        'log-level = "info"',
+        'log-level = "debug"',  # the CDI devices it resolves are logged at debug only
         'debug = "/var/log/nvidia-container-runtime.log"',
         'runtimes = ["runc", "crun"]',
         "",
@@ -95,6 +95,15 @@ def runtime_config() -> str:
         f'annotation-prefixes = ["{CDI_ANNOTATION_PREFIX}"]',
         "",
     ])
+
+
+def containerd_patch() -> str:
+    """The containerd config patch of a GPU node on the CDI path: what nvidia-ctk-installer (v1.20.2,
+    containerAnnotationsFromCDIPrefixes) adds to the `nvidia` runtime when the toolkit has CDI annotation
+    prefixes. containerd hands a runtime only the CRI annotations its runtime entry lists, so without it the
+    device plugin's annotation never reaches NVIDIA's runtime (which then falls back to NVIDIA_VISIBLE_DEVICES)."""
+    return ("[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
+            f"  container_annotations = ['{CDI_ANNOTATION_PREFIX}*']\n")
 
 
 def clusterpolicy(path: str = "cdi") -> Obj:
