@@ -27,7 +27,14 @@ from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.kind import docker as kdocker
 from gpu_conformance.sim.kind import operator as kindop
 from gpu_conformance.sim.kind import suiteimage
-from gpu_conformance.sim.kind.cluster import CLUSTER_NAME, GPU_LABEL, KindCluster, read_sysctls
+from gpu_conformance.sim.kind.cluster import (
+    CLUSTER_NAME,
+    GPU_LABEL,
+    RUNTIME_BINARY,
+    RUNTIME_CONFIG,
+    KindCluster,
+    read_sysctls,
+)
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
 from gpu_conformance.targets import TARGETS
 
@@ -45,6 +52,42 @@ def test_config_has_image_per_node_and_requested_workers(tmp_path: Path) -> None
     assert {n["image"] for n in config["nodes"]} == {"example.local/node:1"}
     assert config["networking"]["disableDefaultCNI"] is True
     assert all(n["labels"][GPU_LABEL] == "true" for n in config["nodes"] if n["role"] == "worker")
+
+
+def test_gpu_path_mounts_nvidias_runtime_for_cdi_and_the_fake_for_legacy(tmp_path: Path) -> None:
+    """The CDI path (the default) runs NVIDIA's nvidia-container-runtime in CDI mode, configured as the operator's
+    toolkit configures it with cdi.default=true; the legacy path the fake legacy-mode runtime, no config."""
+    bins = tmp_path / "bins"
+    real = tmp_path / "nvidia-container-runtime"
+    cdi = KindCluster(work=tmp_path / "cdi", gpu_path="cdi", nvidia_runtime=real)
+    legacy = KindCluster(work=tmp_path / "legacy", gpu_path="legacy")
+    mounts = {}
+    for c in (cdi, legacy):
+        c.image = "example.local/node:1"
+        config = yaml.safe_load(c._write_config(bins).read_text())
+        mounts[c.gpu_path] = {m["containerPath"]: m["hostPath"] for m in config["nodes"][1]["extraMounts"]}
+    assert mounts["cdi"][RUNTIME_BINARY] == str(real)
+    assert mounts["legacy"][RUNTIME_BINARY] == str(bins / "fake-nvidia-container-runtime")
+    assert RUNTIME_CONFIG not in mounts["legacy"]
+    # The device plugin's annotation reaches the runtime only where containerd's runtime entry lists it.
+    patches = {c.gpu_path: yaml.safe_load(c._write_config(bins).read_text())["containerdConfigPatches"]
+               for c in (cdi, legacy)}
+    assert patches["cdi"] == [*patches["legacy"], kindop.containerd_patch()]
+    assert f"container_annotations = ['{kindop.CDI_ANNOTATION_PREFIX}*']" in patches["cdi"][-1]
+    toml = Path(mounts["cdi"][RUNTIME_CONFIG]).read_text()
+    assert 'mode = "cdi"' in toml and f'annotation-prefixes = ["{kindop.CDI_ANNOTATION_PREFIX}"]' in toml
+    assert kindop.clusterpolicy("cdi")["spec"]["cdi"] == {"enabled": True, "default": True}
+    assert kindop.clusterpolicy("legacy")["spec"]["cdi"] == {"enabled": False, "default": False}
+
+
+def test_gpu_path_comes_from_the_environment_and_a_bad_one_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(kindop.GPU_PATH_ENV, raising=False)
+    assert KindCluster().gpu_path == "cdi"
+    monkeypatch.setenv(kindop.GPU_PATH_ENV, "Legacy")
+    assert KindCluster().gpu_path == "legacy"
+    monkeypatch.setenv(kindop.GPU_PATH_ENV, "nri")
+    with pytest.raises(kindop.GPUPathError, match=r"^GPU_CONFORMANCE_KIND_GPU_PATH='nri': want one of cdi, legacy$"):
+        KindCluster()
 
 
 def test_runc_wrapper_drops_only_caps_outside_the_bounding_set(tmp_path: Path) -> None:
@@ -148,7 +191,7 @@ def _host_state() -> dict[str, object]:
 def kind_cluster() -> Iterator[KindCluster]:
     before = _host_state()
     t0 = time.monotonic()
-    cluster = KindCluster().start()
+    cluster = KindCluster(gpu_path="cdi").start()
     cluster.up_seconds = time.monotonic() - t0  # type: ignore[attr-defined]
     cluster.host_before = before  # type: ignore[attr-defined]
     try:
@@ -207,10 +250,15 @@ def test_probe_gets_a_fake_gpu_on_a_real_container(kind_cluster: KindCluster) ->
     assert {k: by_id[k].status for k in ("PRB-001", "PRB-002", "PRB-003", "PRB-004")} == \
         dict.fromkeys(("PRB-001", "PRB-002", "PRB-003", "PRB-004"), Status.PASS), \
         {k: f.message for k, f in by_id.items()}
-    # Operator v25.3.4 with cdi.enabled=false (its default): the device plugin sets NVIDIA_VISIBLE_DEVICES and
-    # the node's default runtime (nvidia, legacy mode) injects the GPU; no runtimeClassName on the probe.
-    assert "injected by the nvidia runtime (NVIDIA_VISIBLE_DEVICES=GPU-" in by_id["PRB-004"].message, \
-        by_id["PRB-004"].message
+    # Operator v25.3.4 with cdi.enabled and cdi.default: the device plugin annotates the container with its CDI
+    # names (nvidia.cdi.k8s.io/) and NVIDIA's runtime in CDI mode injects them from the plugin's spec, which
+    # leaves NVIDIA_VISIBLE_DEVICES=void; no runtimeClassName on the probe.
+    assert "injected by CDI (NVIDIA_VISIBLE_DEVICES=void" in by_id["PRB-004"].message, by_id["PRB-004"].message
+    assert by_id["PRB-004"].evidence["cdi_expected"] is True
+    # By the annotation and the plugin's own spec, not by the variable (which names nvidia.com/gpu devices).
+    assert kind_cluster.docker is not None
+    log = kind_cluster.docker.docker("exec", node, "cat", "/var/log/nvidia-container-runtime.log").stdout.decode()
+    assert f"{fakegpu.PLUGIN_CDI_KIND}=GPU-" in log, log[-2000:]
     # The UUID comes from the fake nvidia-smi the runtime mounted, i.e. from the node the pod ran on (the
     # message shortens it to its tail).
     text = " ".join(f.message for f in probe_findings)
@@ -437,6 +485,30 @@ def test_stop_leaves_no_container_network_or_daemon(kind_cluster: KindCluster) -
     after = _host_state()
     assert after == kind_cluster.host_before  # type: ignore[attr-defined]
     assert not kind_cluster.kubeconfig.exists()
+
+
+@pytest.mark.kind
+def test_legacy_gpu_path_probes_through_the_nvidia_runtime_by_its_variable() -> None:
+    """GPU_CONFORMANCE_KIND_GPU_PATH=legacy (here gpu_path="legacy"): v25.3.4's chart default cdi.enabled=false,
+    the plugin's NVIDIA_VISIBLE_DEVICES=GPU-... read by the node's default runtime (the fake legacy-mode one). A
+    cluster of its own, after the CDI one above stopped (one kind tier per machine)."""
+    before = _host_state()
+    cluster = KindCluster(gpu_path="legacy").start()
+    try:
+        cp = json.loads(cluster.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"][0]
+        assert cp["spec"]["cdi"]["enabled"] is False
+        node = cluster.gpu_nodes()[0]
+        run = _probe(cluster, node)
+    finally:
+        cluster.stop()
+    by_id = {f.check_id: f for f in run.findings if f.check_id.startswith("PRB-")}
+    assert {k: by_id[k].status for k in ("PRB-001", "PRB-002", "PRB-003", "PRB-004")} == \
+        dict.fromkeys(("PRB-001", "PRB-002", "PRB-003", "PRB-004"), Status.PASS), \
+        {k: f.message for k, f in by_id.items()}
+    assert "injected by the nvidia runtime (NVIDIA_VISIBLE_DEVICES=GPU-" in by_id["PRB-004"].message, \
+        by_id["PRB-004"].message
+    assert by_id["PRB-004"].evidence["cdi_expected"] is False
+    assert _host_state() == before
 
 
 def test_kubelet_sysctls_are_put_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,9 @@ itself (env, "none"); see the fake's main.go header.
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,9 @@ import pytest
 
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.gotools import NVIDIA_CONTAINER_RUNTIME, ensure_tool
+from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim import nvidia_runtime as nr
+from gpu_conformance.sim.kind import operator as kindop
 from gpu_conformance.sim.realnode import binaries as rnbin
 
 # NVIDIA's own runtime beside ours, in real bundles: a real-component tier, slow.
@@ -141,3 +145,57 @@ def test_a_gpu_the_node_does_not_have_fails_the_container_in_both(runtimes: dict
     assert "unresolvable CDI devices nvidia.com/gpu=GPU-nope" in real.output
     assert (fake.returncode, fake.ran_runc) == (1, False)
     assert 'unknown device "GPU-nope"' in fake.output
+
+
+def _allocate_as_nvidia(plugin: Path, node: nr.Node, tmp_path: Path, ids: list[str], env: dict[str, str]) -> Any:
+    """The fake plugin run as nvidia-device-plugin (as in the operator's image) on the node's driver, with the
+    environment the operator renders: its Allocate answer for `ids`; its own CDI spec lands in the node's dir."""
+    link = tmp_path / "bin" / "nvidia-device-plugin"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(plugin)
+    proc = subprocess.run([str(link), f"-table={node.driver_root / fakegpu.TABLE_FILE}",
+                           f"-cdi-spec-dir={node.cdi_dir}", f"-allocate={','.join(ids)}"],
+                          env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, check=False,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_operator_cdi_path_gives_the_gpu_through_nvidias_runtime_with_void(runtimes: dict[str, Path],
+                                                                        node: nr.Node, tmp_path: Path) -> None:
+    """The kind tier's CDI path end to end on one bundle: what operator v25.3.4 renders with cdi.enabled and
+    cdi.default (plugin: envvar,cdi-annotations under nvidia.cdi.k8s.io/; runtime: CDI mode on that prefix),
+    the fake plugin's Allocate answer as containerd would pass it on, NVIDIA's runtime resolving it."""
+    env = {"DEVICE_LIST_STRATEGY": "envvar,cdi-annotations", "CDI_ANNOTATION_PREFIX": kindop.CDI_ANNOTATION_PREFIX,
+           "DEVICE_ID_STRATEGY": "uuid", "CDI_ENABLED": "true"}
+    resp = _allocate_as_nvidia(runtimes["plugin"], node, tmp_path, [node.uuid(1)], env)
+    # NVIDIA's plugin v0.17.4: envvar beside a CDI strategy keeps the variable; the annotation names the GPU
+    # in the plugin's own CDI kind, by UUID, under the operator's prefix.
+    assert resp["envs"] == {"NVIDIA_VISIBLE_DEVICES": node.uuid(1)}
+    [(key, value)] = resp["annotations"].items()
+    assert key.startswith(f"{kindop.CDI_ANNOTATION_PREFIX}nvidia-device-plugin_")
+    assert value == f"{fakegpu.PLUGIN_CDI_KIND}={node.uuid(1)}"
+    assert (node.cdi_dir / f"{fakegpu.PLUGIN_CDI_KIND.replace('/', '-')}.json").is_file()
+    config = nr.container_config([f"NVIDIA_VISIBLE_DEVICES={node.uuid(1)}"])
+    config["annotations"].update(resp["annotations"])
+    run = nr.run_real(runtimes["real"], node, tmp_path / "real", config, prefixes=(kindop.CDI_ANNOTATION_PREFIX,))
+    assert run.returncode == 0 and run.config is not None, run.output
+    assert device_paths(run.config) == [CTL, GPU1]
+    assert "NVIDIA_VISIBLE_DEVICES=void" in run.config["process"]["env"]
+    # Resolved from the annotation and the plugin's spec (the variable alone would name nvidia.com/gpu=<uuid>).
+    log = (tmp_path / "real" / "nvidia-container-runtime.log").read_text()
+    assert f"{fakegpu.PLUGIN_CDI_KIND}={node.uuid(1)}" in log, log[-2000:]
+
+
+def test_operator_cdi_path_with_a_missing_plugin_spec_fails_the_container(runtimes: dict[str, Path],
+                                                                         node: nr.Node, tmp_path: Path) -> None:
+    """Its fault: the plugin's CDI spec gone from the node (deleted, or a plugin that never wrote it). The
+    annotation names a device no spec has, and NVIDIA's runtime refuses the container."""
+    env = {"DEVICE_LIST_STRATEGY": "envvar,cdi-annotations", "CDI_ANNOTATION_PREFIX": kindop.CDI_ANNOTATION_PREFIX}
+    resp = _allocate_as_nvidia(runtimes["plugin"], node, tmp_path, [node.uuid(0)], env)
+    (node.cdi_dir / f"{fakegpu.PLUGIN_CDI_KIND.replace('/', '-')}.json").unlink()
+    config = nr.container_config([f"NVIDIA_VISIBLE_DEVICES={node.uuid(0)}"])
+    config["annotations"].update(resp["annotations"])
+    run = nr.run_real(runtimes["real"], node, tmp_path / "real", config, prefixes=(kindop.CDI_ANNOTATION_PREFIX,))
+    assert run.returncode != 0 and not run.ran_runc
+    assert f"unresolvable CDI devices {fakegpu.PLUGIN_CDI_KIND}={node.uuid(0)}" in run.output, run.output

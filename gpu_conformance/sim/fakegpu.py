@@ -39,6 +39,9 @@ from gpu_conformance.sim.realnode import oci
 FIXTURE_DIR = rnbin.FAKEGPU_MODULE
 CDI_KIND = "nvidia.com/gpu"
 CDI_SPEC_FILE = "nvidia.json"          # fakegpu.go CDISpecFile
+# The kind of the CDI spec NVIDIA's device plugin (v0.17) writes and names its devices by (fakegpu.go
+# PluginCDIVendor): the fake plugin run as nvidia-device-plugin does the same.
+PLUGIN_CDI_KIND = "k8s.device-plugin.nvidia.com/gpu"
 SMI_FILE, TABLE_FILE = "nvidia-smi", "gpus"   # in the driver root (fakegpu.go)
 FAKE_GPU_IMAGE = "gpu-conformance.local/fake-gpu-device-plugin:1"
 PAUSE_IMAGE = "realnode.local/pause:1"

@@ -129,8 +129,9 @@ if [ -f "$bundle/config.json" ]; then cp "$bundle/config.json" '{record}/config.
     return path
 
 
-def real_runtime_config(spec_dir: Path, runc: Path, log: Path) -> str:
-    """config.toml for nvidia-container-runtime: CDI mode on one spec dir, the recording runc."""
+def real_runtime_config(spec_dir: Path, runc: Path, log: Path, prefixes: tuple[str, ...] = ("cdi.k8s.io/",)) -> str:
+    """config.toml for nvidia-container-runtime: CDI mode on one spec dir, the recording runc, the CDI
+    annotations read under `prefixes`."""
     return "\n".join([
         "[nvidia-container-runtime]",
         f"debug = {json.dumps(str(log))}",
@@ -141,7 +142,7 @@ def real_runtime_config(spec_dir: Path, runc: Path, log: Path) -> str:
         "[nvidia-container-runtime.modes.cdi]",
         f'default-kind = "{fakegpu.CDI_KIND}"',
         f"spec-dirs = [{json.dumps(str(spec_dir))}]",
-        'annotation-prefixes = ["cdi.k8s.io/"]',
+        f"annotation-prefixes = {json.dumps(list(prefixes))}",
         "",
     ])
 
@@ -162,14 +163,16 @@ def _run(cmd: list[str], env: dict[str, str], work: Path, config: dict[str, Any]
                       json.loads(seen.read_text()) if seen.is_file() else None)
 
 
-def run_real(binary: Path, node: Node, work: Path, config: dict[str, Any], spec_dir: Path | None = None) -> RuntimeRun:
+def run_real(binary: Path, node: Node, work: Path, config: dict[str, Any], spec_dir: Path | None = None,
+             prefixes: tuple[str, ...] = ("cdi.k8s.io/",)) -> RuntimeRun:
     """NVIDIA's runtime on one bundle, configured through <work>/xdg/nvidia-container-runtime/config.toml; its
-    CDI specs from the node's spec dir, or from `spec_dir`."""
+    CDI specs from the node's spec dir, or from `spec_dir`; CDI annotations under `prefixes`."""
     work.mkdir(parents=True)
     runc = recording_runc(work / "runc", work / "runc-record")
     toml = work / "xdg" / "nvidia-container-runtime" / "config.toml"
     toml.parent.mkdir(parents=True)
-    toml.write_text(real_runtime_config(spec_dir or node.cdi_dir, runc, work / "nvidia-container-runtime.log"))
+    toml.write_text(real_runtime_config(spec_dir or node.cdi_dir, runc, work / "nvidia-container-runtime.log",
+                                        prefixes))
     return _run([str(binary)], {"XDG_CONFIG_HOME": str(work / "xdg"), "PATH": "/usr/bin:/bin"}, work, config)
 
 

@@ -9,8 +9,10 @@ Lifecycle (KindCluster.start / stop):
 4. networking: disableDefaultCNI, then per node a bridge CNI config for its podCIDR (Debian's plugins, in the node
    image) and routes to the other nodes' pod subnets over the kind network: what kindnetd does, minus its image;
 5. the GPU workers as with a preinstalled driver and toolkit: the fake driver and its CDI spec written on each
-   (the fake plugin's --setup-only, mounted into the node), containerd's default runtime the fake NVIDIA runtime
-   (kind/cluster.yaml), NFD's PCI label;
+   (the fake plugin's --setup-only, mounted into the node), containerd's default runtime `nvidia`
+   (kind/cluster.yaml): on the CDI path (the default, operator.gpu_path) NVIDIA's nvidia-container-runtime
+   v1.20.2 in CDI mode with the toolkit's config.toml, on the legacy path the fake legacy-mode runtime; NFD's
+   PCI label;
 6. the real GPU Operator v25.3.4 with its operand images' stand-ins (operator.py): it deploys the validator and
    the device plugin, and the workers advertise nvidia.com/gpu; the tier waits for the ClusterPolicy's Ready.
 stop deletes the cluster (kind removes its containers) and stops our dockerd by PID.
@@ -36,6 +38,7 @@ from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
 from gpu_conformance.errors import ConformanceError
+from gpu_conformance.gotools import NVIDIA_CONTAINER_RUNTIME, ensure_tool
 from gpu_conformance.sim import fakegpu, operator_module
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
@@ -52,6 +55,8 @@ CNI_CONFIG = "/etc/cni/net.d/10-gpu-conformance-bridge.conflist"
 # Fake-GPU binaries mounted into every node: built file -> path on the node.
 NODE_BINARIES = {"fake-nvidia-container-runtime": "/usr/local/bin/nvidia-container-runtime",
                  "fake-gpu-device-plugin": "/usr/local/bin/fake-gpu-device-plugin"}
+RUNTIME_BINARY = NODE_BINARIES["fake-nvidia-container-runtime"]
+RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 
 
 class KindError(ConformanceError):
@@ -85,6 +90,10 @@ class KindCluster:
     docker: Dockerd | None = None
     manager: _Kind | None = None
     image: str = ""
+    # "cdi" or "legacy" (operator.gpu_path; default from GPU_CONFORMANCE_KIND_GPU_PATH, else cdi).
+    gpu_path: str = field(default_factory=kindop.gpu_path)
+    # NVIDIA's runtime on the CDI path (built by gotools on first use); None until start() on that path.
+    nvidia_runtime: Path | None = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _saved_sysctls: dict[str, str] = field(default_factory=dict)
     _lock: TextIO | None = None
@@ -108,6 +117,8 @@ class KindCluster:
     def _start(self) -> None:
         started = time.monotonic()
         dirs = kindbin.ensure_binaries()
+        if self.gpu_path == "cdi":
+            self.nvidia_runtime = ensure_tool(NVIDIA_CONTAINER_RUNTIME)
         self.docker = Dockerd(tier_root(), external=bool(os.environ.get("DOCKER_HOST")))
         if not self.docker.external:
             self.docker.start()
@@ -157,17 +168,33 @@ class KindCluster:
         workers = [n for n in config["nodes"] if n["role"] == "worker"]
         config["nodes"] = [n for n in config["nodes"] if n["role"] != "worker"] + \
             [dict(workers[i % len(workers)]) for i in range(self.workers)]
+        if self.gpu_path == "cdi":
+            config["containerdConfigPatches"] = [*config.get("containerdConfigPatches", []),
+                                                 kindop.containerd_patch()]
         for node in config["nodes"]:
             node["image"] = self.image
             if realnode_bin is not None:
                 # The NVIDIA runtime containerd runs (cluster.yaml's containerdConfigPatches) and the fake
-                # driver's installer, from the fake-GPU build: on every node, since the runtime is the default.
-                node["extraMounts"] = [{"hostPath": str(realnode_bin / src), "containerPath": dst, "readOnly": True}
-                                       for src, dst in NODE_BINARIES.items()]
+                # driver's installer: on every node, since the runtime is the default.
+                node["extraMounts"] = self._node_mounts(realnode_bin)
         self.work.mkdir(parents=True, exist_ok=True)
         path = self.work / "kind-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path
+
+    def _node_mounts(self, realnode_bin: Path) -> list[dict[str, Any]]:
+        mounts = {str(realnode_bin / src): dst for src, dst in NODE_BINARIES.items()}
+        if self.gpu_path == "cdi":
+            if self.nvidia_runtime is None:
+                raise KindError("the CDI path needs NVIDIA's nvidia-container-runtime, which was not built")
+            # NVIDIA's runtime under the fake's name, and the config.toml the toolkit would leave.
+            mounts = {str(realnode_bin / "fake-gpu-device-plugin"): NODE_BINARIES["fake-gpu-device-plugin"],
+                      str(self.nvidia_runtime): RUNTIME_BINARY}
+            config = self.work / "nvidia-container-runtime.toml"
+            self.work.mkdir(parents=True, exist_ok=True)
+            config.write_text(kindop.runtime_config())
+            mounts[str(config)] = RUNTIME_CONFIG
+        return [{"hostPath": src, "containerPath": dst, "readOnly": True} for src, dst in mounts.items()]
 
     def _set_env(self, values: dict[str, str]) -> None:
         for k, v in values.items():
@@ -235,7 +262,7 @@ class KindCluster:
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                      *[f"crd/{c['metadata']['name']}" for c in crds])
         self.kubectl("apply", "--server-side", "-f", "-",
-                     input=yaml.safe_dump_all([*kindop.objects(), kindop.clusterpolicy()]))
+                     input=yaml.safe_dump_all([*kindop.objects(), kindop.clusterpolicy(self.gpu_path)]))
 
     def _until(self, missing: Callable[[], str | None], timeout: float, interval: float) -> None:
         """Poll `missing` (None when done, else what is still missing); on timeout one error with the operator

@@ -11,19 +11,33 @@ loaded into the nodes (`kind load image-archive`) under the name the ClusterPoli
 
 The nodes are set up the way a cluster with the driver and the container toolkit preinstalled is (the
 operator's `driver.enabled=false`, `toolkit.enabled=false`): the fake driver (GPU table, nvidia-smi) and its
-CDI spec on each GPU node, and containerd's default runtime `nvidia` (the fake legacy-mode runtime, see
-kind/cluster.yaml). NFD is not deployed (`nfd.enabled=false`: its image cannot be built here); the tier
-labels the GPU nodes with NFD's PCI label as NFD would. GFD, DCGM exporter and the MIG manager are switched
-off (no stand-ins for them yet). Everything else (which DaemonSets exist, their pods, init containers,
-RuntimeClass, node labels, ClusterPolicy status) is the operator's own doing.
+CDI spec on each GPU node, and containerd's default runtime `nvidia` (kind/cluster.yaml).
+
+How a pod gets its GPU is the GPU path (GPU_PATH_ENV, see gpu_path()):
+* "cdi" (the default): the ClusterPolicy's `cdi.enabled=true`, `cdi.default=true`. At v25.3.4 that makes the
+  operator render the device plugin's DEVICE_LIST_STRATEGY=envvar,cdi-annotations with CDI_ANNOTATION_PREFIX
+  nvidia.cdi.k8s.io/ (controllers/object_controls.go TransformDevicePlugin) and the toolkit's runtime mode cdi
+  with that annotation prefix (TransformToolkit). The plugin then writes its CDI spec and annotates each
+  container with its CDI names; the `nvidia` runtime, NVIDIA's own nvidia-container-runtime in CDI mode with
+  the toolkit's settings (runtime_config()), resolves them from the spec, whose edits leave
+  NVIDIA_VISIBLE_DEVICES=void. containerd's own CDI support does not act: it reads only cdi.k8s.io/.
+* "legacy": `cdi.enabled=false` (v25.3.4's chart default): the plugin sets NVIDIA_VISIBLE_DEVICES=GPU-... and
+  the fake legacy-mode runtime (fixtures/fake-gpu) injects the GPUs it names.
+
+NFD is not deployed (`nfd.enabled=false`: its image cannot be built here); the tier labels the GPU nodes
+with NFD's PCI label as NFD would. GFD, DCGM exporter and the MIG manager are switched off (no stand-ins for
+them yet). Everything else (which DaemonSets exist, their pods, init containers, RuntimeClass, node labels,
+ClusterPolicy status) is the operator's own doing.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
+from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import fakegpu, install, operator_module
 from gpu_conformance.sim.chart import clusterpolicy_from_module
 from gpu_conformance.sim.fakegpu import busybox_applets
@@ -39,17 +53,66 @@ SPEC_OVERRIDES: dict[str, Any] = {
     "driver.enabled": False, "toolkit.enabled": False, "gfd.enabled": False, "dcgmExporter.enabled": False,
     "migManager.enabled": False, "nodeStatusExporter.enabled": False,
 }
+GPU_PATH_ENV = "GPU_CONFORMANCE_KIND_GPU_PATH"
+GPU_PATHS = ("cdi", "legacy")
+# The ClusterPolicy's CDI switches per GPU path.
+CDI_OVERRIDES: dict[str, dict[str, Any]] = {"cdi": {"cdi.enabled": True, "cdi.default": True},
+                                            "legacy": {"cdi.enabled": False, "cdi.default": False}}
+# What TransformToolkit gives the toolkit with CDI on (NVIDIA_CONTAINER_RUNTIME_MODES_CDI_ANNOTATION_PREFIXES):
+# the prefix the device plugin annotates with.
+CDI_ANNOTATION_PREFIX = "nvidia.cdi.k8s.io/"
 # Where the fake driver sits on a node (fixtures/fake-gpu: the plugin's --driver-root default).
 DRIVER_ROOT = "/var/lib/fake-gpu"
 CDI_DIR = "/var/run/cdi"
 
 
-def clusterpolicy() -> Obj:
-    """The ClusterPolicy the operator's chart renders for its release, with SPEC_OVERRIDES applied."""
+class GPUPathError(ConformanceError):
+    """GPU_CONFORMANCE_KIND_GPU_PATH names no GPU path."""
+
+
+def gpu_path(value: str | None = None) -> str:
+    """The GPU path: `value`, else $GPU_CONFORMANCE_KIND_GPU_PATH, else "cdi"; one clear error for another."""
+    path = (value if value is not None else os.environ.get(GPU_PATH_ENV, "")).strip().lower() or "cdi"
+    if path not in GPU_PATHS:
+        raise GPUPathError(f"{GPU_PATH_ENV}={path!r}: want one of {', '.join(GPU_PATHS)}")
+    return path
+
+
+def runtime_config() -> str:
+    """/etc/nvidia-container-runtime/config.toml of a GPU node on the CDI path: the settings the operator's
+    toolkit gives NVIDIA's runtime with `cdi.default=true` (mode cdi, its annotation prefix); the spec dirs and
+    default kind are the runtime's own defaults, written out so the file says what the runtime reads."""
+    return "\n".join([
+        "[nvidia-container-runtime]",
+        'mode = "cdi"',
+        'log-level = "debug"',  # the CDI devices it resolves are logged at debug only
+        'debug = "/var/log/nvidia-container-runtime.log"',
+        'runtimes = ["runc", "crun"]',
+        "",
+        "[nvidia-container-runtime.modes.cdi]",
+        f'default-kind = "{fakegpu.CDI_KIND}"',
+        'spec-dirs = ["/etc/cdi", "/var/run/cdi"]',
+        f'annotation-prefixes = ["{CDI_ANNOTATION_PREFIX}"]',
+        "",
+    ])
+
+
+def containerd_patch() -> str:
+    """The containerd config patch of a GPU node on the CDI path: what nvidia-ctk-installer (v1.20.2,
+    containerAnnotationsFromCDIPrefixes) adds to the `nvidia` runtime when the toolkit has CDI annotation
+    prefixes. containerd hands a runtime only the CRI annotations its runtime entry lists, so without it the
+    device plugin's annotation never reaches NVIDIA's runtime (which then falls back to NVIDIA_VISIBLE_DEVICES)."""
+    return ("[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
+            f"  container_annotations = ['{CDI_ANNOTATION_PREFIX}*']\n")
+
+
+def clusterpolicy(path: str = "cdi") -> Obj:
+    """The ClusterPolicy the operator's chart renders for its release, with SPEC_OVERRIDES and the GPU path's
+    CDI switches applied."""
     cp = _without_nulls(copy.deepcopy(clusterpolicy_from_module(operator_module.OPERATOR_VERSION)))
-    for path, value in SPEC_OVERRIDES.items():
+    for path_, value in {**SPEC_OVERRIDES, **CDI_OVERRIDES[gpu_path(path)]}.items():
         node = cp["spec"]
-        *parents, leaf = path.split(".")
+        *parents, leaf = path_.split(".")
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = value
