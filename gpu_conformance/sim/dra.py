@@ -23,8 +23,10 @@ architecture, cudaComputeCapability, driverVersion, cudaDriverVersion (versions 
 resource.kubernetes.io/pciBusID, and capacity `memory` in bytes.
 
 The v26.7.0 ClusterPolicy CRD has no draDriver field: the DRA driver is an operand of the GPUCluster stack only.
-The `dra-driver` profile therefore pairs a ClusterPolicy (device plugin off) with the DRA driver deployed as
-state-dra-driver renders it, owned by nothing the ClusterPolicy knows about (see profiles.py).
+The `dra-driver` profile models the issue's ClusterPolicy-with-draDriver (the model resource_model.py recognises by
+`spec.draDriver.enabled`): its ClusterPolicy gets `draDriver: {enabled: true}` (and its CRD that one field, the only
+field here no release has), the device plugin off, and the DRA driver deployed as state-dra-driver renders it,
+without an owner (nothing in v26.7.0 would own it).
 """
 
 from __future__ import annotations
