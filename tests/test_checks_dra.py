@@ -176,6 +176,29 @@ def test_dpl010_waits_for_the_driver() -> None:
     assert "driver" in f.message
 
 
+def test_dpl010_paused_for_a_driver_reload_is_a_pause() -> None:
+    snap = F.healthy_gpucluster_snapshot()
+    F.remove_pods(snap, F.DRA_PLUGIN, N1)
+    F.set_label(snap, N1, "nvidia.com/gpu.deploy.dra-driver", "paused-for-driver-upgrade")
+    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
+    F.refresh(snap)
+    assert only_node("DPL-010", snap, status=Status.WARN).evidence["transient"]
+    assert "explained by the pause" in only_node("DPL-012", snap, status=Status.WARN).message
+    _, v = judge(snap)
+    nv = next(n for n in v.nodes if n.node == N1)
+    assert nv.root_cause is None and nv.transient is not None and nv.transient.check_id == "DPL-010"
+
+
+def test_dpl010_opted_out_node_is_na() -> None:
+    snap = F.healthy_gpucluster_snapshot()
+    F.remove_pods(snap, F.DRA_PLUGIN, N1)
+    F.set_label(snap, N1, "nvidia.com/gpu.deploy.dra-driver", "false")
+    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
+    F.refresh(snap)
+    for cid in ("DPL-010", "DPL-012", "DPL-013"):
+        assert on(cid, snap).status == Status.NA, cid
+
+
 # ---- DPL-011 -------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("model", BUILDERS)
 def test_dpl011_deviceclass_missing(model: str) -> None:
