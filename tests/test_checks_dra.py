@@ -68,6 +68,14 @@ def test_clusterpolicy_checks_in_the_gpucluster_model() -> None:
         assert cluster(cid, snap).status == Status.NA, cid
 
 
+def test_gpucluster_driver_is_the_hosts_or_an_nvidiadriver_crs() -> None:
+    from gpu_conformance.session import driver_config
+
+    snap = F.healthy_gpucluster_snapshot()
+    assert set(driver_config(snap).values()) == {"host"}
+    assert {f.status for f in run("DRV-001", snap)} == {Status.PASS}
+
+
 def test_device_plugin_cluster_is_unchanged() -> None:
     snap = F.healthy_snapshot("v25.3.4")
     assert resource_model(snap) == ResourceModel.DEVICE_PLUGIN
