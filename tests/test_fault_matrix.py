@@ -26,7 +26,16 @@ TIMINGS = Path("reports/fault-matrix-timings.json")
 NEVER_FAIL = {"OPR-005"}  # an untagged operator image is a warning: expectations fall back to the newest release
 # Checks whose failures no sim fault reaches yet, with the unit tests that make them fail. OPR-003's one sim fault
 # (no-gpu-nodes) is now explained by NFD-001 (issue 20 item 5); an MPS control daemon fault would trip it.
-UNIT_TESTED_ONLY = {"OPR-003": "tests/test_root_cause.py::test_mps_control_daemon_not_ready_is_named_on_its_node"}
+# The DRA checks (issue #22): the simulator's dra-driver / gpucluster profiles and their faults (branch sim-dra)
+# trip DPL-010..013; until they land, and for OPR-008/OPR-009 (no sim fault planned), the unit tests do.
+DRA = "tests/test_checks_dra.py::"
+UNIT_TESTED_ONLY = {"OPR-003": "tests/test_root_cause.py::test_mps_control_daemon_not_ready_is_named_on_its_node",
+                    "OPR-008": DRA + "test_opr008_reconcile_failed_quotes_the_operator",
+                    "OPR-009": DRA + "test_both_models_is_one_opr009_failure",
+                    "DPL-010": DRA + "test_dpl010_crashloop",
+                    "DPL-011": DRA + "test_dpl011_deviceclass_missing",
+                    "DPL-012": DRA + "test_dpl012_fewer_devices_than_gfd_counts",
+                    "DPL-013": DRA + "test_dpl013_every_device_claimed_is_busy_not_broken"}
 
 
 def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path, gpu_nodes: int = 3,
