@@ -352,3 +352,14 @@ def test_report_header_names_the_model() -> None:
     assert "GPU resource model" in html and "gpucluster" in html
     # A report of a run before the DRA models: the device-plugin model, said so.
     assert "GPU resource model device-plugin" in summary_lines(healthy_cluster())[0]
+
+
+def test_the_reader_keeps_what_the_dra_checks_read() -> None:
+    from gpu_conformance.cluster.trim import RESOURCE_CLAIM, RESOURCE_SLICE, trim
+
+    claim = F.resource_claim("ml", "a", N1, "gpu-0")
+    claim["metadata"]["managedFields"] = [{"manager": "kube-scheduler", "fieldsV1": {"f:status": {}}}]
+    kept = trim(claim, RESOURCE_CLAIM)
+    assert "managedFields" not in kept["metadata"] and kept["status"] == claim["status"]
+    sl = F.resource_slice(N1, 2)
+    assert trim(sl, RESOURCE_SLICE)["spec"] == sl["spec"]
