@@ -56,7 +56,10 @@ GFD_PRODUCT, GFD_COUNT, GFD_MEMORY_MIB = "nvidia.com/gpu.product", "nvidia.com/g
 
 
 def _condition(obj: Obj, ctype: str) -> Obj:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), {})
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return next((c for c in conditions if isinstance(c, dict) and c.get("type") == ctype), {}) \
+        if isinstance(conditions, list) else {}
 
 
 # ---- operator layer ----------------------------------------------------------------------------------------
@@ -99,8 +102,8 @@ def one_resource_model(snap: ClusterSnapshot, settings: Settings) -> list[Findin
 def gpucluster_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     gc = sorted(snap.gpu_clusters, key=lambda g: ((g.get("metadata") or {}).get("creationTimestamp", ""),
                                                   name_of(g)))[0]
-    status = gc.get("status") or {}
-    state = status.get("state", "")
+    status = gc.get("status") if isinstance(gc.get("status"), dict) else {}
+    state = str(status.get("state") or "")
     ready, error = _condition(gc, "Ready"), _condition(gc, "Error")
     ev: dict[str, Any] = {"object": f"gpucluster/{name_of(gc)}", "field": "status",
                           "status.state": state or "<unset>",
