@@ -68,6 +68,14 @@ def test_clusterpolicy_checks_in_the_gpucluster_model() -> None:
         assert cluster(cid, snap).status == Status.NA, cid
 
 
+def test_gpucluster_driver_is_the_hosts_or_an_nvidiadriver_crs() -> None:
+    from gpu_conformance.session import driver_config
+
+    snap = F.healthy_gpucluster_snapshot()
+    assert set(driver_config(snap).values()) == {"host"}
+    assert {f.status for f in run("DRV-001", snap)} == {Status.PASS}
+
+
 def test_device_plugin_cluster_is_unchanged() -> None:
     snap = F.healthy_snapshot("v25.3.4")
     assert resource_model(snap) == ResourceModel.DEVICE_PLUGIN
@@ -174,6 +182,29 @@ def test_dpl010_waits_for_the_driver() -> None:
     F.refresh(snap)
     f = only_node("DPL-010", snap)
     assert "driver" in f.message
+
+
+def test_dpl010_paused_for_a_driver_reload_is_a_pause() -> None:
+    snap = F.healthy_gpucluster_snapshot()
+    F.remove_pods(snap, F.DRA_PLUGIN, N1)
+    F.set_label(snap, N1, "nvidia.com/gpu.deploy.dra-driver", "paused-for-driver-upgrade")
+    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
+    F.refresh(snap)
+    assert only_node("DPL-010", snap, status=Status.WARN).evidence["transient"]
+    assert "explained by the pause" in only_node("DPL-012", snap, status=Status.WARN).message
+    _, v = judge(snap)
+    nv = next(n for n in v.nodes if n.node == N1)
+    assert nv.root_cause is None and nv.transient is not None and nv.transient.check_id == "DPL-010"
+
+
+def test_dpl010_opted_out_node_is_na() -> None:
+    snap = F.healthy_gpucluster_snapshot()
+    F.remove_pods(snap, F.DRA_PLUGIN, N1)
+    F.set_label(snap, N1, "nvidia.com/gpu.deploy.dra-driver", "false")
+    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
+    F.refresh(snap)
+    for cid in ("DPL-010", "DPL-012", "DPL-013"):
+        assert on(cid, snap).status == Status.NA, cid
 
 
 # ---- DPL-011 -------------------------------------------------------------------------------------------------
@@ -285,7 +316,10 @@ def test_malformed_dra_objects_do_not_crash() -> None:
     snap = F.healthy_gpucluster_snapshot()
     snap.resource_slices.append({"spec": {"driver": "gpu.nvidia.com", "nodeName": N1, "pool": None,
                                           "devices": ["x", {"attributes": {"uuid": "flat"}, "capacity": None}]}})
+    snap.resource_slices.append({"spec": {"driver": "gpu.nvidia.com", "nodeName": N1, "pool": "p", "devices": {}}})
+    snap.resource_slices.append({"spec": "nonsense"})
     snap.resource_claims.append({"metadata": {}, "status": {"allocation": {"devices": {"results": [None]}}}})
+    snap.resource_claims.append({"metadata": "x", "status": {"allocation": "x"}})
     snap.gpu_clusters[0]["status"] = {"state": "weird", "conditions": [{"type": "Error", "reason": "X"}]}
     F.refresh(snap)
     findings, _ = judge(snap)
@@ -321,3 +355,22 @@ def test_report_header_names_the_model() -> None:
     assert "GPU resource model" in html and "gpucluster" in html
     # A report of a run before the DRA models: the device-plugin model, said so.
     assert "GPU resource model device-plugin" in summary_lines(healthy_cluster())[0]
+
+
+def test_the_reader_keeps_what_the_dra_checks_read() -> None:
+    from gpu_conformance.cluster.trim import RESOURCE_CLAIM, RESOURCE_SLICE, trim
+
+    claim = F.resource_claim("ml", "a", N1, "gpu-0")
+    claim["metadata"]["managedFields"] = [{"manager": "kube-scheduler", "fieldsV1": {"f:status": {}}}]
+    kept = trim(claim, RESOURCE_CLAIM)
+    assert "managedFields" not in kept["metadata"] and kept["status"] == claim["status"]
+    sl = F.resource_slice(N1, 2)
+    assert trim(sl, RESOURCE_SLICE)["spec"] == sl["spec"]
+
+
+@pytest.mark.parametrize("status", ["ready", {"state": "ready", "conditions": {"Ready": "True"}}, None])
+def test_opr008_malformed_status_is_one_finding(status) -> None:
+    snap = F.healthy_gpucluster_snapshot()
+    snap.gpu_clusters[0]["status"] = status
+    f = cluster("OPR-008", snap)
+    assert f.status == Status.FAIL and "gpu-cluster" in f.message

@@ -9,12 +9,14 @@ DeviceClasses); and NVIDIA/k8s-dra-driver-gpu 0.5.0 (the ResourceSlice devices).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance.checks.common import cluster_finding
 from gpu_conformance.checks.pods import (
     PodProblem,
+    explained_by_pause,
     label_gate,
     missing_pod_finding,
     namespace,
@@ -54,7 +56,10 @@ GFD_PRODUCT, GFD_COUNT, GFD_MEMORY_MIB = "nvidia.com/gpu.product", "nvidia.com/g
 
 
 def _condition(obj: Obj, ctype: str) -> Obj:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), {})
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return next((c for c in conditions if isinstance(c, dict) and c.get("type") == ctype), {}) \
+        if isinstance(conditions, list) else {}
 
 
 # ---- operator layer ----------------------------------------------------------------------------------------
@@ -91,14 +96,14 @@ def one_resource_model(snap: ClusterSnapshot, settings: Settings) -> list[Findin
        kubectl="kubectl get gpuclusters.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} {.status.state} "
                "{.status.conditions}{\"\\n\"}{end}'",
        detects="GPUCluster never reconciled, ReconcileFailed, PrerequisiteNotMet; OperandNotReady that no node's "
-               "kubelet plugin explains (n/a without a GPUCluster)",
+               "kubelet plugin explains",
        na_in=(ResourceModel.DEVICE_PLUGIN, ResourceModel.DRA_DRIVER),
        na_why="no GPUCluster; the ClusterPolicy is judged by OPR-003")
 def gpucluster_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     gc = sorted(snap.gpu_clusters, key=lambda g: ((g.get("metadata") or {}).get("creationTimestamp", ""),
                                                   name_of(g)))[0]
-    status = gc.get("status") or {}
-    state = status.get("state", "")
+    status = gc.get("status") if isinstance(gc.get("status"), dict) else {}
+    state = str(status.get("state") or "")
     ready, error = _condition(gc, "Ready"), _condition(gc, "Error")
     ev: dict[str, Any] = {"object": f"gpucluster/{name_of(gc)}", "field": "status",
                           "status.state": state or "<unset>",
@@ -147,7 +152,7 @@ def _operand_not_ready(snap: ClusterSnapshot, settings: Settings, gc: Obj, ev: d
        kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-dra-driver-kubelet-plugin "
                "--field-selector spec.nodeName={node}",
        detects="DRA kubelet plugin pod missing, stuck in driver-validation (driver not ready) or crash-looping; "
-               "WARN on restarts (n/a in the device-plugin model)",
+               "WARN on restarts",
        rank=-1, na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
 def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snap, settings)
@@ -162,7 +167,10 @@ def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Find
     for node in snap.gpu_node_names:
         gate = label_gate(snap, node, KUBELET_PLUGIN)
         if gate is not None:
-            out.append(gate)
+            # k8s-driver-manager pauses the plugin's label across a driver reload (paused-for-*): a pause, which
+            # holds the node back from the probe. LBL-001 records pauses in the ClusterPolicy models only.
+            out.append(replace(gate, evidence={**gate.evidence, "transient": True})
+                       if gate.status == Status.WARN else gate)
             continue
         pod = snap.labelled_pod_on_node({"app": KUBELET_PLUGIN_APP}, node)
         if pod is None:
@@ -181,7 +189,7 @@ def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Find
             "resource.k8s.io/v1 API (Kubernetes 1.34 or later).",
        kubectl="kubectl get deviceclasses -o wide",
        detects="DeviceClass gpu.nvidia.com missing (every claim for a GPU fails), or not selecting the driver's "
-               "GPUs (n/a in the device-plugin model)",
+               "GPUs",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
 def gpu_device_class(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     dc = dra_view(snap).device_class(GPU_DEVICE_CLASS)
@@ -243,7 +251,7 @@ def _attribute_problems(gpus: list[Device], labels: dict[str, str]) -> tuple[lis
             "the plugin skipped devices (NVML, unhealthy at start).",
        kubectl="kubectl get resourceslices --field-selector spec.nodeName={node},spec.driver=gpu.nvidia.com -o yaml",
        detects="no ResourceSlice of gpu.nvidia.com for the node, an incomplete pool, fewer GPUs than "
-               "nvidia.com/gpu.count, devices without uuid/productName/memory (n/a in the device-plugin model)",
+               "nvidia.com/gpu.count, devices without uuid/productName/memory",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
 def slices_publish_gpus(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     view = dra_view(snap)
@@ -260,9 +268,15 @@ def slices_publish_gpus(snap: ClusterSnapshot, settings: Settings) -> list[Findi
                               "expected": f"{expected} GPU(s) ({GFD_COUNT})" if expected is not None else ">= 1 GPU"}
 
         def fail(msg: str, ev: dict[str, Any] = ev, node: str = node) -> Finding:
-            # Without a Ready kubelet plugin nothing publishes the node's GPUs: DPL-010 is the cause.
-            return Finding(Status.FAIL, msg, node=node, evidence=ev, explained_by=("DPL-010",))
+            # Without a Ready kubelet plugin nothing publishes the node's GPUs: DPL-010 is the cause; while its
+            # deploy label is paused the slices are withdrawn on purpose (a warning).
+            return explained_by_pause(snap, node, KUBELET_PLUGIN,
+                                      Finding(Status.FAIL, msg, node=node, evidence=ev, explained_by=("DPL-010",)))
 
+        if not ns_.slices and labels.get(KUBELET_PLUGIN_DEPLOY_LABEL) == "false":
+            out.append(Finding(Status.NA, f"{node} opted out of the DRA driver ({KUBELET_PLUGIN_DEPLOY_LABEL}=false)",
+                               node=node, evidence=ev))
+            continue
         if not ns_.slices:
             out.append(fail(f"no ResourceSlice of driver gpu.nvidia.com for {node}: no GPU of this node can be "
                             "claimed"))
@@ -295,8 +309,7 @@ def slices_publish_gpus(snap: ClusterSnapshot, settings: Settings) -> list[Findi
             "(FailedScheduling 'cannot allocate all claims') until one is released. adminAccess claims (the "
             "operator's nvidia-dra-validator) do not take a device.",
        kubectl="kubectl get resourceclaims -A -o wide",
-       detects="WARN when every GPU device of the node is allocated, naming the claims (n/a in the device-plugin "
-               "model)",
+       detects="WARN when every GPU device of the node is allocated, naming the claims",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
 def device_free(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     view = dra_view(snap)
