@@ -27,6 +27,15 @@ def test_gpucluster_model_has_a_gpucluster_and_only_the_dra_driver() -> None:
     assert op.DEVICE_PLUGIN.deploy_label not in gpu.labels and not gpu.gpu_resources
     assert inst.expected_daemonset_nodes(m) == {dra.KUBELET_PLUGIN: NODES}
     assert dra.GPUCLUSTER_CRD in {c["metadata"]["name"] for c in m.crds}
+    # The chart's default computeDomains.enabled=true: the controller, the second container, two more classes.
+    assert m.gpucluster["spec"]["draDriver"]["computeDomains"] == {"enabled": True}
+    assert [d["metadata"]["name"] for d in m.deployments] == [dra.CONTROLLER]
+    pod = m.daemonsets[0]["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["gpus", "compute-domains"]
+    assert {"compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com"} <= {
+        c["metadata"]["name"] for c in m.device_classes}
+    assert {a["metadata"]["name"] for a in m.service_accounts} == {"nvidia-dra-driver-kubeletplugin",
+                                                                    "nvidia-dra-driver-controller"}
 
 
 def test_dra_driver_model_keeps_the_clusterpolicy_with_the_device_plugin_off() -> None:

@@ -6,10 +6,12 @@ What v26.7.0 deploys (NVIDIA/gpu-operator at v26.7.0):
 * `manifests/state-dra-driver/0500_daemonset.yaml`: DaemonSet `nvidia-dra-driver-kubelet-plugin` (label and
   selector `app`), nodeSelector `nvidia.com/gpu.deploy.dra-driver=true`, init container `driver-validation`
   (the validator in the operator image, COMPONENT=driver, WITH_WAIT=true), container `gpus` running
-  `gpu-kubelet-plugin`. The compute-domains container and the controller Deployment (0600) exist only with
-  computeDomains enabled; the profiles here leave it off (no multi-node NVLink on the simulated machines).
+  `gpu-kubelet-plugin`; with computeDomains enabled (the chart's default) also container `compute-domains`
+  and (0600) Deployment `nvidia-dra-driver-controller` (container `compute-domain`). The simulated machines have
+  no multi-node NVLink, so nothing publishes compute-domain devices.
 * `manifests/state-dra-driver/0400..0430`: DeviceClasses `gpu.nvidia.com`, `mig.nvidia.com`, `vfio.gpu.nvidia.com`
-  selecting `device.driver == 'gpu.nvidia.com'` by the `type` attribute. No extendedResourceName.
+  selecting `device.driver == 'gpu.nvidia.com'` by the `type` attribute, and with computeDomains
+  `compute-domain-daemon.nvidia.com` / `compute-domain-default-channel.nvidia.com`. No extendedResourceName.
 * `api/nvidia/v1alpha1/gpucluster_types.go`: GPUCluster (cluster-scoped singleton `gpu-cluster`),
   status.state ready|notReady|disabled, status.namespace, metav1 conditions; `controllers/gpucluster_controller.go`
   + `internal/conditions/gpucluster.go`: Ready=True/Reconciled "All resources have been successfully
@@ -41,6 +43,7 @@ Obj = dict[str, Any]
 DRIVER_NAME = "gpu.nvidia.com"
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
 KUBELET_PLUGIN_CONTAINER = "gpus"
+CONTROLLER = "nvidia-dra-driver-controller"
 DEPLOY_LABEL = "nvidia.com/gpu.deploy.dra-driver"
 GPU_DEVICE_CLASS = "gpu.nvidia.com"
 RESOURCE_API = "resource.k8s.io/v1"
@@ -95,6 +98,10 @@ def kubelet_plugin_daemonset(profile: Profile, namespace: str, owner: Obj | None
     gpu_node_terms = [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]}]} for k, v in (
         ("feature.node.kubernetes.io/pci-10de.present", "true"),
         ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"), ("nvidia.com/gpu.present", "true"))]
+    containers = [gpus]
+    if profile.compute_domains:
+        containers.append({**gpus, "name": "compute-domains",
+                           "args": ["exec compute-domain-kubelet-plugin -v \"${LOG_VERBOSITY}\""]})
     meta: Obj = {"name": KUBELET_PLUGIN, "namespace": namespace, "labels": dict(labels)}
     if owner:
         meta["ownerReferences"] = [owner]
@@ -110,7 +117,7 @@ def kubelet_plugin_daemonset(profile: Profile, namespace: str, owner: Obj | None
                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": gpu_node_terms}}},
                 "tolerations": [_TOLERATION],
-                "initContainers": [init], "containers": [gpus],
+                "initContainers": [init], "containers": containers,
                 "volumes": [{"name": "plugins-registry", "hostPath": {"path": "/var/lib/kubelet/plugins_registry"}},
                             {"name": "plugins", "hostPath": {"path": "/var/lib/kubelet/plugins"}},
                             {"name": "cdi", "hostPath": {"path": "/var/run/cdi"}},
@@ -120,20 +127,51 @@ def kubelet_plugin_daemonset(profile: Profile, namespace: str, owner: Obj | None
     }
 
 
-def service_account(namespace: str, owner: Obj | None = None) -> Obj:
-    meta: Obj = {"name": "nvidia-dra-driver-kubeletplugin", "namespace": namespace}
+def controller_deployment(profile: Profile, namespace: str, owner: Obj | None = None) -> Obj:
+    """The compute-domain controller (0600_controller-deployment.yaml), rendered only with computeDomains."""
+    labels = {"app.kubernetes.io/name": "nvidia-dra-driver", "app.kubernetes.io/component": CONTROLLER,
+              "app": CONTROLLER}
+    meta: Obj = {"name": CONTROLLER, "namespace": namespace, "labels": dict(labels)}
     if owner:
         meta["ownerReferences"] = [owner]
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": CONTROLLER}},
+        "template": {"metadata": {"labels": labels}, "spec": {
+            "priorityClassName": "system-node-critical", "serviceAccountName": "nvidia-dra-driver-controller",
+            "tolerations": [{"effect": "NoSchedule", "key": "node-role.kubernetes.io/control-plane",
+                             "operator": "Exists"}, _TOLERATION],
+            "containers": [{"name": "compute-domain", "image": image(profile),
+                            "command": ["compute-domain-controller", "-v", "$(LOG_VERBOSITY)"],
+                            "env": [{"name": "LOG_VERBOSITY", "value": "4"},
+                                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]}}}}
 
 
-def device_classes() -> list[Obj]:
-    """gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com (0400-0430; compute-domain classes need computeDomains)."""
+def service_accounts(profile: Profile, namespace: str, owner: Obj | None = None) -> list[Obj]:
+    names = ["nvidia-dra-driver-kubeletplugin"] + (["nvidia-dra-driver-controller"] if profile.compute_domains else [])
+    out = []
+    for name in names:
+        meta: Obj = {"name": name, "namespace": namespace}
+        if owner:
+            meta["ownerReferences"] = [owner]
+        out.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
+    return out
+
+
+def device_classes(profile: Profile | None = None) -> list[Obj]:
+    """gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com (0400-0430), the compute-domain ones with computeDomains."""
     out = []
     for name, kind in ((GPU_DEVICE_CLASS, "gpu"), ("mig.nvidia.com", "mig"), ("vfio.gpu.nvidia.com", "vfio")):
         expr = f"device.driver == '{DRIVER_NAME}' && device.attributes['{DRIVER_NAME}'].type == '{kind}'"
         out.append({"apiVersion": RESOURCE_API, "kind": "DeviceClass", "metadata": {"name": name},
                     "spec": {"selectors": [{"cel": {"expression": expr}}]}})
+    if profile is not None and profile.compute_domains:
+        cd = "compute-domain.nvidia.com"
+        for name, extra in (("compute-domain-daemon.nvidia.com", "type == 'daemon'"),
+                            ("compute-domain-default-channel.nvidia.com",
+                             f"type == 'channel' && device.attributes['{cd}'].id == 0")):
+            expr = f"device.driver == '{cd}' && device.attributes['{cd}'].{extra}"
+            out.append({"apiVersion": RESOURCE_API, "kind": "DeviceClass", "metadata": {"name": name},
+                        "spec": {"selectors": [{"cel": {"expression": expr}}]}})
     return out
 
 
@@ -171,7 +209,8 @@ def gpucluster(profile: Profile) -> Obj:
             "annotations": {"helm.sh/resource-policy": "keep"}},
         "spec": {
             "draDriver": {"repository": "nvcr.io/nvidia", "image": "dra-driver-nvidia-gpu", "version": c.dra_driver,
-                          "imagePullPolicy": "IfNotPresent", "computeDomains": {"enabled": False}},
+                          "imagePullPolicy": "IfNotPresent",
+                          "computeDomains": {"enabled": profile.compute_domains}},
             "dcgm": {"enabled": False},
             "dcgmExporter": {"enabled": False},
             "hostPaths": {"driverInstallDir": "/run/nvidia/driver"},

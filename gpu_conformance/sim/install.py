@@ -1019,12 +1019,13 @@ class InstallManifests:
     # The DRA models: the GPUCluster CR (gpucluster only) and the DeviceClasses the DRA driver's state creates.
     gpucluster: Obj | None = None
     device_classes: list[Obj] = field(default_factory=list)
+    deployments: list[Obj] = field(default_factory=list)  # operator-created Deployments (DRA compute domains)
 
     @property
     def operand_objects(self) -> list[Obj]:
         """In the order the operator's states create them (pods need their SA and RuntimeClass first)."""
         return [*self.runtime_classes, *self.service_accounts, *self.configmaps, *self.device_classes,
-                *self.daemonsets, *self.services]
+                *self.daemonsets, *self.deployments, *self.services]
 
     def daemonset(self, name: str) -> Obj | None:
         return next((d for d in self.daemonsets if d["metadata"]["name"] == name), None)
@@ -1081,12 +1082,15 @@ def build(profile: Profile, namespace: str = "gpu-operator", gpu_nodes: list[str
     daemonsets = operand_daemonsets(profile, namespace, clusterpolicy_uid) if cp else []
     service_accts = service_accounts(profile, namespace, daemonsets, clusterpolicy_uid) if cp else []
     device_classes: list[Obj] = []
+    deployments: list[Obj] = []  # operator-created (not Helm's): the DRA driver's compute-domain controller
     if profile.dra:
         # dra-driver: deployed beside the ClusterPolicy, which has no draDriver field to own it (dra.py).
         owner = dra.owner_reference("GPUCluster", dra.GPUCLUSTER_NAME, gpucluster_uid) if gpucluster_uid else None
         daemonsets.append(dra.kubelet_plugin_daemonset(profile, namespace, owner))
-        service_accts.append(dra.service_account(namespace, owner))
-        device_classes = dra.device_classes()
+        service_accts += dra.service_accounts(profile, namespace, owner)
+        device_classes = dra.device_classes(profile)
+        if profile.compute_domains:
+            deployments.append(dra.controller_deployment(profile, namespace, owner))
     return InstallManifests(
         profile=profile,
         namespace=namespace,
@@ -1103,6 +1107,7 @@ def build(profile: Profile, namespace: str = "gpu-operator", gpu_nodes: list[str
         nodes=node_plans(profile, gpu_nodes, cpu_nodes, now),
         gpucluster=None if cp else dra.gpucluster(profile),
         device_classes=device_classes,
+        deployments=deployments,
     )
 
 

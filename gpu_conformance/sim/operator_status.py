@@ -226,6 +226,9 @@ class StatusWriter:
         # A DaemonSet not created yet is not ready here: the GPUCluster controller renders it in the same reconcile.
         ready = ds is not None and daemonset_ready(ds, self._list("Pod", self.namespace),
                                                    self._list("ControllerRevision", self.namespace))
+        # With computeDomains the state also owns the controller Deployment: ready once it has a pod available.
+        ctl = [d for d in self.kube.list("Deployment", self.namespace) if d["metadata"]["name"] == dra.CONTROLLER]
+        ready = ready and all((d.get("status") or {}).get("availableReplicas") for d in ctl)
         current = gc.get("status") or {}
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         want = dra.gpucluster_status(self.namespace, ready, now)

@@ -174,6 +174,9 @@ class Profile:
     # device plugin off and NVIDIA's DRA driver publishing ResourceSlices) or "gpucluster" (the GPUCluster CR of
     # v26.7.0: DRA driver, no ClusterPolicy, no toolkit/validator/device plugin/GFD; the driver is the host's).
     resource_model: str = "device-plugin"
+    # draDriver.computeDomains.enabled (chart default true): the compute-domain controller Deployment, the kubelet
+    # plugin's compute-domains container and the compute-domain DeviceClasses.
+    compute_domains: bool = False
     # What the profile's cluster legitimately lacks, for the report of expected n/a verdicts.
     lacks: tuple[str, ...] = field(default_factory=tuple)
 
@@ -327,7 +330,7 @@ _add(Profile(
     "nvidia.com/gpu.deploy.dra-driver; the driver is installed on the hosts (GPUCluster does not manage it).",
     operator_version="v26.7.0", resource_model="gpucluster", driver_enabled=False, toolkit_enabled=False,
     device_plugin_enabled=False, gfd_enabled=False, dcgm_exporter_enabled=False, mig_manager_enabled=False,
-    host_driver=True, host_driver_version="595.91.07",
+    host_driver=True, host_driver_version="595.91.07", compute_domains=True,
     lacks=("ClusterPolicy and all its operands (toolkit, validator, device plugin, GFD, MIG manager)",
            "GFD labels (no GFD in the GPUCluster stack)", "dcgm-exporter (left off in this profile)"),
 ))

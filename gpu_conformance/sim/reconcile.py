@@ -332,7 +332,7 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
     # RuntimeClasses and ServiceAccounts before any pod that names them (admission rejects the pod).
     create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps,
                       *manifests.device_classes])
-    create_all(kube, [*manifests.daemonsets, *manifests.services])
+    create_all(kube, [*manifests.daemonsets, *manifests.deployments, *manifests.services])
     mark("operands")
 
     sim = SimInstall(client=client, profile=p, namespace=namespace, gpu_nodes=gpu_names, cpu_nodes=cpu_names,
@@ -356,7 +356,8 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
     expected = {name: len(nodes) for name, nodes in inst.expected_daemonset_nodes(m).items()}
     nfd_worker = inst.nfd_name("worker")
     expected[nfd_worker] = len(m.nodes)
-    deployments = [op.OPERATOR_DEPLOYMENT, inst.nfd_name("master"), inst.nfd_name("gc")]
+    deployments = [op.OPERATOR_DEPLOYMENT, inst.nfd_name("master"), inst.nfd_name("gc"),
+                   *(d["metadata"]["name"] for d in m.deployments)]
     operands = OperandSim(kube, sim.profile, sim.namespace, show_fresh_waiting=False, watch=True)
     try:
         _converge_rounds(kube, sim, operands, expected, deployments, deadline)
