@@ -19,6 +19,7 @@ from gpu_conformance.model import LAYER_ORDER, Finding, Layer
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, POLICY_SWITCHES
 from gpu_conformance.probe import Probe, ProbeApi, list_leftovers, required_permissions, resolve_namespace
 from gpu_conformance.probe_observations import Leftover, ProbeObservations, leftovers_dict
+from gpu_conformance.resource_model import resource_model
 from gpu_conformance.run_result import RunResult
 from gpu_conformance.settings import Settings
 from gpu_conformance.targets import Target, open_target
@@ -168,7 +169,8 @@ class ConformanceRun:
                      "nodes": len(snap.nodes), "gpu_nodes": len(snap.gpu_nodes), "target": self.target},
             operator={"namespace": snap.operator_namespace, "version": operator_version(snap),
                       "image": operator_image(snap), "policy": policy,
-                      "clusterpolicy": name_of(snap.active_clusterpolicy or {})},
+                      "clusterpolicy": name_of(snap.active_clusterpolicy or {}),
+                      "resource_model": str(resource_model(snap))},
             driver_config=driver_config(snap),
             checks=catalogue.all_checks(),
             findings=self.findings,

@@ -22,6 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 EXPECTED_NA = {
     "host-driver": {"DRV-002"},          # no operator driver pod: the host provides the driver
     "preinstalled-driver": {"DRV-002"},  # driver detected on the host: the driver DaemonSet has no pods
+    # DRA models: GPUs are ResourceSlices, not the device plugin's resources; dra-driver has no GPUCluster.
+    "dra-driver": {*(f"DPL-00{i}" for i in range(1, 9)), "OPR-008"},
+    # gpucluster: no ClusterPolicy, so none of its operands (driver, toolkit, validator, device plugin, GFD).
+    "gpucluster": {*(f"DPL-00{i}" for i in range(1, 9)), "DRV-002", "DRV-003", "DRV-004", "DRV-005", "LBL-001",
+                   "OPR-002", "OPR-003", "OPR-006", "OPR-007"},
 }
 
 
@@ -31,7 +36,9 @@ def test_healthy_profile_is_conformant(profile: str, tmp_path: Path) -> None:
     assert data["verdict"] == "CONFORMANT", {c["id"]: c["reason"] for c in data["checks"] if c["status"] != "pass"}
     assert not [c["id"] for c in data["checks"] if c["status"] in ("fail", "blocked")]
     na = {c["id"] for c in data["checks"] if c["status"] == "n/a"}
-    assert na == EXPECTED_NA.get(profile, set()), na
+    # The device-plugin model: the DRA checks (DPL-010..013) and the GPUCluster's (OPR-008) do not apply.
+    dra_na = set() if PROFILES[profile].dra else {"DPL-010", "DPL-011", "DPL-012", "DPL-013", "OPR-008"}
+    assert na == EXPECTED_NA.get(profile, set()) | dra_na, na
     assert all(n["root_cause"] is None for n in data["nodes"]) and len(data["nodes"]) == 3
     assert {p["phase"] for p in data["probe"]["pods"]} == {"Succeeded"} and data["probe"]["deleted"]
     assert data["leftover_probe_namespaces"] == []

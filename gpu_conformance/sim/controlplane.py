@@ -87,7 +87,7 @@ _UNUSED_CONTROLLERS = (
     "persistentvolume-attach-detach", "persistentvolume-binder", "persistentvolume-expander",
     "persistentvolume-protection", "persistentvolumeclaim-protection", "ephemeral-volume",
     "volumeattributesclass-protection", "statefulset", "disruption", "horizontal-pod-autoscaler", "cronjob",
-    "resourceclaim", "device-taint-eviction", "replicationcontroller", "ttl", "service-lb", "node-route",
+    "device-taint-eviction", "replicationcontroller", "ttl", "service-lb", "node-route",
     "cloud-node-lifecycle",
 )
 
@@ -372,10 +372,11 @@ class SimCluster:
                     # objects reject, so they only retried failing writes over every operand pod (at 1,000
                     # nodes a large share of kcm's CPU); nothing in the suite reads endpoints.
                     # Nor the controllers for what neither the GPU Operator nor the suite uses (volumes,
-                    # StatefulSets, PDBs, HPAs, CronJobs, DRA, cloud routes): each watches every pod or node
-                    # and the ttl controller patches every node once, which on a 1,000-node install costs CPU
-                    # the operand pods need. DaemonSets, Deployments, Jobs, namespaces, GC, node lifecycle
-                    # and taint eviction stay: faults and the probe go through them.
+                    # StatefulSets, PDBs, HPAs, CronJobs, DRA device taints, cloud routes): each watches every
+                    # pod or node and the ttl controller patches every node once, which on a 1,000-node install
+                    # costs CPU the operand pods need. DaemonSets, Deployments, Jobs, namespaces, GC, node lifecycle,
+                    # taint eviction and resourceclaim (the DRA probe's claims from its template) stay: faults
+                    # and the probe go through them.
                     "--controllers=*," + ",".join(f"-{c}-controller" for c in _UNUSED_CONTROLLERS),
                     f"--cluster-signing-cert-file={pki.ca_cert}", f"--cluster-signing-key-file={pki.ca_key}",
                     # kwok heartbeats every 4-5 min without leases (kwok-stages.yaml); a generous grace
@@ -460,7 +461,9 @@ class SimCluster:
                         "enableContentionProfiling": False,
                         "podPlayStageParallelism": 8, "nodePlayStageParallelism": 4,
                         "nodeLeaseParallelism": 4, "podsOnNodeSyncParallelism": 1,
-                        "enablePodsOnNodeSyncListPager": True, "enablePodsOnNodeSyncStreamWatch": False},
+                        "enablePodsOnNodeSyncListPager": True, "enablePodsOnNodeSyncStreamWatch": False,
+                        # Per-pod logs from the API server (sim/pod_logs.py; its CRD comes with the install).
+                        "enableCRDs": ["Logs"]},
         }, sort_keys=False)]
         # The stages file carries its own leading "---" separators.
         docs[0] += "\n" + stages_yaml().strip("\n")

@@ -224,7 +224,10 @@ def create_namespace_and_crds(kube: Kube, preview: inst.InstallManifests) -> str
     except ApiException as e:
         if e.status != 409:
             raise
-    create_all(kube, preview.crds, ignore_existing=True)
+    from gpu_conformance.sim.pod_logs import logs_crd
+
+    # kwok's per-pod Logs kind too (the control plane starts kwok watching it).
+    create_all(kube, [*preview.crds, logs_crd()], ignore_existing=True)
     return kube.request("GET", "/version").get("gitVersion", "v1.36.0")
 
 
@@ -237,10 +240,11 @@ def wait_established(kube: Kube, crds: list[Obj], deadline: float) -> None:
                 return False
         return True
 
-    _wait(established, deadline, lambda: "ClusterPolicy/NVIDIADriver CRDs were not Established in time")
+    _wait(established, deadline, lambda: "the operator's CRDs were not Established in time")
 
 
 def create_clusterpolicy(kube: Kube, obj: Obj, deadline: float) -> Obj:
+    """Create the operator's CR (ClusterPolicy, or the GPUCluster of the gpucluster model)."""
     # Right after Established the new resource can still 404 for a moment (discovery catching up).
     while True:
         try:
@@ -310,18 +314,25 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
     create_all(kube, [o for o in preview.helm_objects if o["kind"] not in ("ServiceAccount", "ConfigMap")])
     mark("helm")
     wait_established(kube, preview.crds, deadline)
-    cp = create_clusterpolicy(kube, preview.clusterpolicy, deadline)
-    uid = cp["metadata"]["uid"]
-    # The operator's first reconcile runs before its DaemonSets exist, and a DaemonSet not found counts as
-    # ready: the real operator writes ready/Reconciled here (a race a suite run right after install sees).
     status_writer = StatusWriter(kube, namespace, p.operator_version)
-    status_writer.write()
+    if preview.clusterpolicy is not None:
+        cp = create_clusterpolicy(kube, preview.clusterpolicy, deadline)
+        uid = cp["metadata"]["uid"]
+        # The operator's first reconcile runs before its DaemonSets exist, and a DaemonSet not found counts as
+        # ready: the real operator writes ready/Reconciled here (a race a suite run right after install sees).
+        status_writer.write()
+        manifests = inst.build(p, namespace, gpu_names, cpu_names, clusterpolicy_uid=uid)
+    else:
+        assert preview.gpucluster is not None
+        uid = ""
+        gc = create_clusterpolicy(kube, preview.gpucluster, deadline)  # same 404-after-Established retry
+        manifests = inst.build(p, namespace, gpu_names, cpu_names, gpucluster_uid=gc["metadata"]["uid"])
     mark("clusterpolicy")
 
-    manifests = inst.build(p, namespace, gpu_names, cpu_names, clusterpolicy_uid=uid)
     # RuntimeClasses and ServiceAccounts before any pod that names them (admission rejects the pod).
-    create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps])
-    create_all(kube, [*manifests.daemonsets, *manifests.services])
+    create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps,
+                      *manifests.device_classes])
+    create_all(kube, [*manifests.daemonsets, *manifests.deployments, *manifests.services])
     mark("operands")
 
     sim = SimInstall(client=client, profile=p, namespace=namespace, gpu_nodes=gpu_names, cpu_nodes=cpu_names,
@@ -345,7 +356,8 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float) -> None:
     expected = {name: len(nodes) for name, nodes in inst.expected_daemonset_nodes(m).items()}
     nfd_worker = inst.nfd_name("worker")
     expected[nfd_worker] = len(m.nodes)
-    deployments = [op.OPERATOR_DEPLOYMENT, inst.nfd_name("master"), inst.nfd_name("gc")]
+    deployments = [op.OPERATOR_DEPLOYMENT, inst.nfd_name("master"), inst.nfd_name("gc"),
+                   *(d["metadata"]["name"] for d in m.deployments)]
     operands = OperandSim(kube, sim.profile, sim.namespace, show_fresh_waiting=False, watch=True)
     try:
         _converge_rounds(kube, sim, operands, expected, deployments, deadline)
