@@ -13,6 +13,7 @@ from gpu_conformance.checks.common import operator_image, operator_version
 from gpu_conformance.cluster.connect import Connection, connect
 from gpu_conformance.cluster.reader import read_snapshot
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.dra_snapshot import probe_model
 from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
 from gpu_conformance.model import LAYER_ORDER, Finding, Layer
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, POLICY_SWITCHES
@@ -73,7 +74,8 @@ class ConformanceRun:
             from gpu_conformance.cluster.reader import ClusterReader
 
             self.probe_namespace = ns, mode = resolve_namespace(ProbeApi(self.conn), self.settings)
-            missing = ClusterReader(self.conn).missing_permissions(required_permissions(ns, mode))
+            missing = ClusterReader(self.conn).missing_permissions(
+                required_permissions(ns, mode, dra=probe_model(snap) != "device-plugin"))
             if missing:
                 raise ClusterAccessError("missing permissions for the probe: " + "; ".join(missing)
                                          + " (apply rbac.yaml, or pass --no-probe for a read-only run)")

@@ -24,7 +24,9 @@ from gpu_conformance.cluster.snapshot import (
     gpu_resources,
     labels_of,
 )
+from gpu_conformance.dra_snapshot import device_holders, node_devices
 from gpu_conformance.model import CheckFunc, Finding, Layer, Status
+from gpu_conformance.probe_claims import DEVICE_CLASS, ProbePath, claim_name_of, claim_summary
 from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan, Skip
 from gpu_conformance.settings import Settings
 
@@ -131,18 +133,61 @@ def scheduler_busy(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservat
         if p.refused or taken_away(p) or ((p.pod or {}).get("spec") or {}).get("nodeName"):
             continue
         said = next((line for line in p.event_lines() if line.startswith("FailedScheduling")), "")
-        advertised = advertised_gpu_resources(snap.node_by_name.get(n, {}))
-        if f"Insufficient {p.resource}" not in said or advertised.get(p.resource, 0) <= 0:
-            continue
-        obs.plan.not_probed[n] = Skip(
-            NotProbed.BUSY, f"{_busy_text(advertised, advertised)} (the scheduler: "
-            f"{said.removeprefix('FailedScheduling: ')}), the probe needs {settings.probe_gpus}: not probed",
-            {"object": f"node/{n}", "allocatable": advertised, "probe_pod": p.name, "scheduler": said,
-             "probe_needs": settings.probe_gpus})
+        if p.path != ProbePath.DEVICE_PLUGIN:
+            busy = _claims_busy(snap, settings, p, said)
+            if busy is None:
+                continue
+            obs.plan.not_probed[n] = busy
+        else:
+            advertised = advertised_gpu_resources(snap.node_by_name.get(n, {}))
+            if f"Insufficient {p.resource}" not in said or advertised.get(p.resource, 0) <= 0:
+                continue
+            obs.plan.not_probed[n] = Skip(
+                NotProbed.BUSY, f"{_busy_text(advertised, advertised)} (the scheduler: "
+                f"{said.removeprefix('FailedScheduling: ')}), the probe needs {settings.probe_gpus}: not probed",
+                {"object": f"node/{n}", "allocatable": advertised, "probe_pod": p.name, "scheduler": said,
+                 "probe_needs": settings.probe_gpus})
         obs.plan.targets = [t for t in obs.plan.targets if t != n]
         obs.plan.resources.pop(n, None)
         del obs.pods[n]
     obs.plan.scope = _scope(obs.plan, settings)
+
+
+# kube-scheduler v1.36's DynamicResources plugin (pkg/scheduler/framework/plugins/dynamicresources): the
+# allocator found no set of devices on the node for the pod's claims ...
+CANNOT_ALLOCATE = "cannot allocate all claims"
+# ... the DeviceClass a request names does not exist (PreFilter, so said for every node at once) ...
+NO_DEVICE_CLASS = "does not exist"
+# ... a claim already allocated on another node, or reserved by as many pods as it may be ...
+CLAIM_ELSEWHERE = "resourceclaim not available on the node"
+CLAIM_IN_USE = "resourceclaim in use"
+# ... an extended resource neither a device plugin advertises nor a DeviceClass backs (DRAExtendedResource).
+CANNOT_FIT = "cannot fit resource"
+# kube-controller-manager's resource-claim controller could not create a pod's claim from its template (an
+# event on the pod; until the claim exists kube-scheduler does not try the pod, so no FailedScheduling).
+CLAIM_CREATION_FAILED = "FailedResourceClaimCreation"
+
+
+def _claims_busy(snap: ClusterSnapshot, settings: Settings, p: PodObservation, said: str) -> Skip | None:
+    """A claim the scheduler cannot allocate on a node whose every published GPU device is held by other claims:
+    busy, not broken. Which claims hold them comes from the snapshot's ResourceClaims when it read them; without
+    them a node that publishes devices and gets 'cannot allocate all claims' is taken as busy on the scheduler's
+    word (the probe asks for any device of the class: a free one would have been allocated)."""
+    if CANNOT_ALLOCATE not in said:
+        return None
+    devices = node_devices(snap, p.node)
+    if not devices:
+        return None  # nothing published: the DRA driver's fault on the node, judged by PRB-001
+    held = device_holders(snap, p.node)
+    if held is not None and any(d not in held for d in devices):
+        return None  # a device is free, yet unallocatable: not busy
+    claims = sorted(set((held or {}).values()))
+    whose = f" to {', '.join(claims[:5])}{' …' if len(claims) > 5 else ''}" if claims else " to other claims"
+    return Skip(
+        NotProbed.BUSY, f"all {len(devices)} {DEVICE_CLASS} device(s) of {p.node} are allocated{whose} (the "
+        f"scheduler: {said.removeprefix('FailedScheduling: ')}), the probe needs {settings.probe_gpus}: not probed",
+        {"object": f"node/{p.node}", "devices": devices, "claims": claims, "probe_pod": p.name, "path": p.path,
+         "scheduler": said, "probe_needs": settings.probe_gpus})
 
 
 def _busy_text(advertised: dict[str, int], used: dict[str, int]) -> str:
@@ -288,9 +333,12 @@ def _judged(obs: ProbeObservations) -> list[PodObservation]:
             "or a nvidia.com/mig-<profile>; a key kubelet keeps at 0 is not asked for), and the scheduler sees only "
             "its allocatable count. 'Insufficient nvidia.com/…' comes from the device plugin (nothing advertised), "
             "unhealthy devices (allocatable 0), or GPUs used by other pods; 'untolerated taint' from a taint the "
-            "workload does not tolerate.",
+            "workload does not tolerate. In the DRA models the probe claims one device of DeviceClass gpu.nvidia.com "
+            "through a ResourceClaimTemplate: 'cannot allocate all claims' on a node that publishes no device in a "
+            "ResourceSlice is the DRA driver's kubelet plugin; every device held by other claims is busy, not broken.",
        kubectl="kubectl get events -A --field-selector involvedObject.kind=Pod,reason=FailedScheduling",
-       detects="all GPUs allocated; untolerated taint; GPU resource not advertised")
+       detects="all GPUs allocated; untolerated taint; GPU resource not advertised; a GPU claim kube-scheduler "
+               "cannot allocate (no published device, no DeviceClass, every device claimed: busy)")
 @_from_observations("PRB-001")
 def probe_scheduled(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
     f: list[Finding] = []
@@ -323,6 +371,14 @@ def probe_scheduled(snap: ClusterSnapshot, settings: Settings, obs: ProbeObserva
         if obs.aborted:
             continue
         reason = next((line for line in p.event_lines() if line.startswith("FailedScheduling")), "")
+        if p.path != ProbePath.DEVICE_PLUGIN:
+            f.append(Finding(Status.FAIL, _claim_unschedulable_message(snap, obs, p, reason), node=p.node,
+                             evidence={"pod": p.name, "phase": p.phase or "Pending", "path": p.path,
+                                       "claim": claim_summary(p.claim), "devices": node_devices(snap, p.node),
+                                       "events": p.event_lines()},
+                             kubectl=f"kubectl -n {obs.namespace} describe pod {p.name}; kubectl -n {obs.namespace} "
+                                     "get resourceclaims -o wide"))
+            continue
         f.append(Finding(Status.FAIL, _unschedulable_message(snap, p, reason or "not scheduled"),
                          node=p.node, evidence={"pod": p.name, "phase": p.phase or "Pending",
                                                 "events": p.event_lines()}, kubectl=_kubectl(obs, p)))
@@ -364,6 +420,52 @@ def _unschedulable_message(snap: ClusterSnapshot, p: PodObservation, event: str)
     if "taint" in event:
         return f"probe Pending: {text} — the GPU node carries a taint ordinary GPU workloads do not tolerate"
     return f"probe Pending on {node}: {text}"
+
+
+def _claim_unschedulable_message(snap: ClusterSnapshot, obs: ProbeObservations, p: PodObservation,
+                                 event: str) -> str:
+    """Why a claim-path (or DRA-backed extended-resource) probe pod was not scheduled, in kube-scheduler v1.36's
+    words and the claim's status."""
+    node = p.node
+    text = event.removeprefix("FailedScheduling: ")
+    claim = claim_summary(p.claim)
+    state = ""
+    if claim:
+        state = (f"; claim {claim['name']} allocated {', '.join(claim['devices'])}" if claim["allocated"] else
+                 f"; claim {claim['name']} not allocated")
+    if not event:
+        created = next((line for line in p.event_lines() if line.startswith(CLAIM_CREATION_FAILED)), "")
+        if created:
+            return (f"probe Pending: the ResourceClaim was not created from template {obs.template or '?'} "
+                    f"({created}) — kube-controller-manager's resource-claim controller")
+        if p.path == ProbePath.CLAIM and not claim and not claim_name_of(p.pod or {}):
+            return (f"probe Pending on {node}: its ResourceClaim was never created from template "
+                    f"{obs.template or '?'}, so kube-scheduler never tried the pod — is the resource-claim "
+                    "controller of kube-controller-manager running (DynamicResourceAllocation enabled)?")
+        return f"probe Pending on {node}: not scheduled{state}"
+    if NO_DEVICE_CLASS in event and "device class" in event:
+        return (f"probe Pending: {text} — the DeviceClass {DEVICE_CLASS} is missing (the operator creates it with "
+                "the DRA driver)")
+    if CANNOT_ALLOCATE in event:
+        devices = node_devices(snap, node)
+        if not devices:
+            return (f"probe Pending: {text}{state} — {node} publishes no {DEVICE_CLASS} device in a ResourceSlice: "
+                    "the DRA driver's kubelet plugin is not running there or found no GPU")
+        held = device_holders(snap, node)
+        if held is None:
+            return f"probe Pending: {text}{state} — {node} publishes {len(devices)} {DEVICE_CLASS} device(s)"
+        free = [d for d in devices if d not in held]
+        return (f"probe Pending: {text}{state} — {node} publishes {len(devices)} device(s), {len(free)} not "
+                f"allocated ({', '.join(free[:4])}), yet none fits the claim: the DeviceClass {DEVICE_CLASS} "
+                "selector does not match the node's devices (their attributes)")
+    if CLAIM_ELSEWHERE in event or CLAIM_IN_USE in event:
+        return f"probe Pending: {text}{state} — the probe's claim is held elsewhere"
+    if CANNOT_FIT in event or f"Insufficient {p.resource}" in event:
+        return (f"probe Pending: {text} — {node} advertises no {p.resource} and no DeviceClass backs it there "
+                "(spec.extendedResourceName)")
+    if "taint" in event:
+        return f"probe Pending: {text} — the GPU node carries a taint ordinary GPU workloads do not tolerate"
+    return f"probe Pending on {node}: {text}{state}"
 
 
 @check("PRB-002", L, "the probe container starts",
