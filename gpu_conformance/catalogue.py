@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpu_conformance.checks import (  # noqa: F401
     deploy_labels,
     device_plugin,
+    dra,
     driver_toolkit,
     nfd,
     operator,

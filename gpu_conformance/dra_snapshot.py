@@ -1,8 +1,7 @@
-"""What the snapshot says of the DRA resource models, as the probe and its checks need it: which model the cluster
-runs, which DeviceClass maps nvidia.com/gpu, which devices a node publishes and which claims hold them.
+"""What the snapshot says of the DRA resource models, as the probe and its checks need it: which path each probe
+pod takes, which DeviceClass maps nvidia.com/gpu, which devices a node publishes and which claims hold them.
 
-Everything reads lists the snapshot may not carry yet (DeviceClasses, ResourceSlices, ResourceClaims come with the
-DRA reader): a snapshot without them reads as the device-plugin model with nothing published.
+The model itself is `resource_model.resource_model()`, the one the checks and the report header use.
 """
 
 from __future__ import annotations
@@ -11,26 +10,9 @@ from gpu_conformance.cluster.snapshot import GPU_RESOURCE, ClusterSnapshot, name
 from gpu_conformance.probe_claims import DRA_DRIVER, ProbePath
 
 
-def probe_model(snap: ClusterSnapshot) -> str:
-    """The cluster's GPU resource model as the probe needs it: "device-plugin", "dra-driver" or "gpucluster".
-
-    Stands in for `resource_model()` until it exists (the checks' side of issue #22): a GPUCluster CR without a
-    ClusterPolicy is the tech-preview DRA model; a ClusterPolicy with draDriver enabled runs the DRA driver
-    instead of the device plugin; anything else is the device-plugin model, probed exactly as before.
-    """
-    gpu_clusters = getattr(snap, "gpu_clusters", None) or []
-    if gpu_clusters and not snap.clusterpolicies:
-        return "gpucluster"
-    for cp in snap.clusterpolicies:
-        dra = ((cp.get("spec") or {}).get("draDriver")) or {}
-        if isinstance(dra, dict) and dra.get("enabled") is True:
-            return "dra-driver"
-    return "device-plugin"
-
-
 def extended_resource_class(snap: ClusterSnapshot, resource: str = GPU_RESOURCE) -> str:
     """The DeviceClass that maps `resource` (spec.extendedResourceName), '' when none does."""
-    for dc in getattr(snap, "device_classes", None) or []:
+    for dc in snap.device_classes:
         if ((dc.get("spec") or {}).get("extendedResourceName")) == resource:
             return name_of(dc)
     return ""
@@ -54,28 +36,26 @@ def plan_paths(model: str, targets: list[str], extended_class: str) -> dict[str,
 def node_devices(snap: ClusterSnapshot, node: str) -> list[str]:
     """Names of the devices the DRA driver publishes for the node (ResourceSlices with spec.nodeName = node)."""
     out: list[str] = []
-    for s in getattr(snap, "resource_slices", None) or []:
+    for s in snap.resource_slices:
         spec = s.get("spec") or {}
         if spec.get("driver") == DRA_DRIVER and spec.get("nodeName") == node:
             out.extend(str(d.get("name", "")) for d in spec.get("devices") or [])
     return out
 
 
-def device_holders(snap: ClusterSnapshot, node: str) -> dict[str, str] | None:
+def device_holders(snap: ClusterSnapshot, node: str) -> dict[str, str]:
     """Which claim (namespace/name) holds each allocated device of the node's pools, from the snapshot's
-    ResourceClaims; None when the snapshot did not read claims (then only the scheduler's words say the devices
-    are taken)."""
-    claims = getattr(snap, "resource_claims", None)
-    if claims is None:
-        return None
+    ResourceClaims (every claim of the cluster, read with the snapshot)."""
+    claims = snap.resource_claims
     pools = {str(((s.get("spec") or {}).get("pool") or {}).get("name", ""))
-             for s in getattr(snap, "resource_slices", None) or []
+             for s in snap.resource_slices
              if (s.get("spec") or {}).get("nodeName") == node and (s.get("spec") or {}).get("driver") == DRA_DRIVER}
     held: dict[str, str] = {}
     for c in claims:
         meta = c.get("metadata") or {}
         results = (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
         for r in results:
-            if r.get("driver") == DRA_DRIVER and r.get("pool") in pools:
+            # An adminAccess allocation (the validator's) does not take the device from other claims.
+            if r.get("driver") == DRA_DRIVER and r.get("pool") in pools and not r.get("adminAccess"):
                 held[str(r.get("device", ""))] = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     return held

@@ -39,7 +39,7 @@ from gpu_conformance.cluster.connect import Connection, raw_request
 from gpu_conformance.cluster.retry_after import asked_wait, stop_retry_after, wait_retry_after
 from gpu_conformance.cluster.snapshot import GPU_RESOURCE, ClusterSnapshot, labels_of, name_of
 from gpu_conformance.cluster.unreachable import unreachable
-from gpu_conformance.dra_snapshot import extended_resource_class, plan_paths, probe_model
+from gpu_conformance.dra_snapshot import extended_resource_class, plan_paths
 from gpu_conformance.errors import ClusterAccessError, ConformanceError, UsageError, internal_error
 from gpu_conformance.probe_claims import (
     DEVICE_CLASS,
@@ -52,6 +52,7 @@ from gpu_conformance.probe_claims import (
 )
 from gpu_conformance.probe_observations import EXPIRES_ANNOTATION, Leftover, PodObservation, ProbeObservations
 from gpu_conformance.probe_output import PROBE_SCRIPT
+from gpu_conformance.resource_model import resource_model
 from gpu_conformance.settings import Settings
 from gpu_conformance.signals import interruption, signals_deferred
 
@@ -371,7 +372,7 @@ class Probe:
                 return obs
             # GPUs in use are read per node for the nodes a probe pod would go to, when they are few; beyond that
             # the scheduler's verdict on the probe pods says which nodes are fully taken (scheduler_busy).
-            obs.model = probe_model(self.snap)
+            obs.model = str(resource_model(self.snap))
             obs.plan = plan_probe(self.snap, self.settings, eligible, {})
             # In the DRA models no pod requests nvidia.com/gpu from a device plugin: nothing to count per node.
             if obs.model == "device-plugin" and 0 < len(obs.plan.targets) <= PER_NODE_LISTS_MAX:

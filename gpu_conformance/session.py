@@ -13,12 +13,12 @@ from gpu_conformance.checks.common import operator_image, operator_version
 from gpu_conformance.cluster.connect import Connection, connect
 from gpu_conformance.cluster.reader import read_snapshot
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
-from gpu_conformance.dra_snapshot import probe_model
 from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
 from gpu_conformance.model import LAYER_ORDER, Finding, Layer
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, POLICY_SWITCHES
 from gpu_conformance.probe import Probe, ProbeApi, list_leftovers, required_permissions, resolve_namespace
 from gpu_conformance.probe_observations import Leftover, ProbeObservations, leftovers_dict
+from gpu_conformance.resource_model import resource_model
 from gpu_conformance.run_result import RunResult
 from gpu_conformance.settings import Settings
 from gpu_conformance.targets import Target, open_target
@@ -75,7 +75,7 @@ class ConformanceRun:
 
             self.probe_namespace = ns, mode = resolve_namespace(ProbeApi(self.conn), self.settings)
             missing = ClusterReader(self.conn).missing_permissions(
-                required_permissions(ns, mode, dra=probe_model(snap) != "device-plugin"))
+                required_permissions(ns, mode, dra=resource_model(snap).dra))
             if missing:
                 raise ClusterAccessError("missing permissions for the probe: " + "; ".join(missing)
                                          + " (apply rbac.yaml, or pass --no-probe for a read-only run)")
@@ -165,7 +165,8 @@ class ConformanceRun:
                      "nodes": len(snap.nodes), "gpu_nodes": len(snap.gpu_nodes), "target": self.target},
             operator={"namespace": snap.operator_namespace, "version": operator_version(snap),
                       "image": operator_image(snap), "policy": policy,
-                      "clusterpolicy": name_of(snap.active_clusterpolicy or {})},
+                      "clusterpolicy": name_of(snap.active_clusterpolicy or {}),
+                      "resource_model": str(resource_model(snap))},
             driver_config=driver_config(snap),
             checks=catalogue.all_checks(),
             findings=self.findings,

@@ -705,7 +705,7 @@ def healthy_snapshot(version: str = "v26.3.3", gpu_nodes: int = 3, cpu_nodes: in
 # ---- keeping derived state consistent ------------------------------------------------------------------
 _CACHED = ("active_clusterpolicy", "node_by_name", "gpu_nodes", "gpu_node_names", "_pods_by_owner_uid",
            "pods_by_node", "runtimeclass_names", "_facts", "excluded_gpu_nodes", "_gpu_evidence_nodes",
-           "_events_by_object", "_operand_pods")
+           "_events_by_object", "_operand_pods", "_dra_view")
 
 
 def refresh(snapshot: ClusterSnapshot) -> ClusterSnapshot:
@@ -1157,3 +1157,143 @@ def add_mps_control_daemon(snapshot: ClusterSnapshot, nodes: list[str]) -> Obj:
         snapshot.pods.append(pod)
     refresh(snapshot)
     return ds
+
+
+# ---- the DRA models (gpu_conformance/resource_model.py), as gpu-operator v26.7.0 renders them -------------------
+DRA_VERSION = "v26.7.0"
+DRA_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
+DRA_DRIVER = "gpu.nvidia.com"
+# gpuClusterStateLabels (controllers/state_manager.go): the deploy labels of the GPUCluster stack.
+GPUCLUSTER_DEPLOY_LABELS = ("nvidia.com/gpu.deploy.driver", "nvidia.com/gpu.deploy.dra-driver",
+                            "nvidia.com/gpu.deploy.dra-validator", "nvidia.com/gpu.deploy.dcgm-dra",
+                            "nvidia.com/gpu.deploy.dcgm-exporter-dra")
+_GPU_MEMORY = {"Tesla-T4": 15360, "NVIDIA-A100-SXM4-40GB": 40960}
+
+
+def _dra_ctx(snapshot: ClusterSnapshot) -> _Ctx:
+    return _Ctx(DRA_VERSION, snapshot.operator_namespace, True, False, "host", "none", 0, False, False, False,
+                False, "Tesla-T4", 1)
+
+
+def _kubelet_plugin(ctx: _Ctx, owner: Obj | None) -> Obj:
+    labels = {"app.kubernetes.io/name": "nvidia-dra-driver", "app.kubernetes.io/component": DRA_PLUGIN,
+              "app": DRA_PLUGIN}
+    image = "nvcr.io/nvidia/dra-driver-nvidia-gpu:v0.5.0"
+    return _daemonset(ctx, DRA_PLUGIN, labels, {"nvidia.com/gpu.deploy.dra-driver": "true"},
+                      [_container("driver-validation", f"nvcr.io/nvidia/gpu-operator:{DRA_VERSION}",
+                                  {"COMPONENT": "driver", "WITH_WAIT": "true"})],
+                      [_container("gpus", image, {"CDI_ROOT": "/var/run/cdi", "HTTP_ENDPOINT": ":8080"})],
+                      owner=owner)
+
+
+def _device_classes() -> list[Obj]:
+    def dc(name: str, cel: str) -> Obj:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                "metadata": {"name": name, "uid": _uid("deviceclass", name), "creationTimestamp": T0},
+                "spec": {"selectors": [{"cel": {"expression": cel}}]}}
+    sel = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{}'"
+    return [dc("gpu.nvidia.com", sel.format("gpu")), dc("mig.nvidia.com", sel.format("mig")),
+            dc("vfio.gpu.nvidia.com", sel.format("vfio"))]
+
+
+def gpu_uuid(node_name: str, index: int) -> str:
+    h = hashlib.sha256(f"{node_name}/{index}".encode()).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def resource_slice(node_name: str, gpus: int, product: str = "Tesla-T4", generation: int = 1) -> Obj:
+    """The kubelet plugin's slice for one node: pool named after it, one device gpu-<minor> per GPU."""
+    devices = [{"name": f"gpu-{i}",
+                "attributes": {"type": {"string": "gpu"}, "uuid": {"string": gpu_uuid(node_name, i)},
+                               "productName": {"string": product.replace("-", " ")},
+                               "brand": {"string": "Nvidia"}, "architecture": {"string": "Turing"},
+                               "driverVersion": {"version": HOST_DRIVER_VERSION},
+                               "cudaComputeCapability": {"version": "7.5.0"}},
+                "capacity": {"memory": {"value": f"{_GPU_MEMORY.get(product, 15360)}Mi"}}}
+               for i in range(gpus)]
+    name = f"{node_name}-{DRA_DRIVER}-{_suffix(node_name, 'slice')}"
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": name, "uid": _uid("slice", name), "creationTimestamp": T0},
+            "spec": {"driver": DRA_DRIVER, "nodeName": node_name,
+                     "pool": {"name": node_name, "generation": generation, "resourceSliceCount": 1},
+                     "devices": devices}}
+
+
+def resource_claim(namespace: str, name: str, node_name: str, device: str, *, admin: bool = False) -> Obj:
+    """A claim allocated one device of the node's pool (admin: an adminAccess allocation, like the validator's)."""
+    result: Obj = {"request": "gpu", "driver": DRA_DRIVER, "pool": node_name, "device": device}
+    if admin:
+        result["adminAccess"] = True
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace, "uid": _uid("claim", namespace, name),
+                         "creationTimestamp": T1},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+            "status": {"allocation": {"devices": {"results": [result]}}}}
+
+
+def _add_dra_driver(snapshot: ClusterSnapshot, owner: Obj | None, gpus: int, product: str) -> None:
+    ctx = _dra_ctx(snapshot)
+    ds = _kubelet_plugin(ctx, owner)
+    snapshot.daemonsets.append(ds)
+    for n in snapshot.gpu_node_names:
+        set_label(snapshot, n, "nvidia.com/gpu.deploy.dra-driver", "true")
+        snapshot.pods.append(_ds_pod(ctx, ds, n))
+    snapshot.device_classes = _device_classes()
+    snapshot.resource_slices = [resource_slice(n, gpus, product) for n in snapshot.gpu_node_names]
+    snapshot.resource_claims = []
+    refresh(snapshot)
+
+
+def healthy_dra_driver_snapshot(gpu_nodes: int = 3, gpus_per_node: int = 1) -> ClusterSnapshot:
+    """The dra-driver model: a ClusterPolicy with spec.draDriver.enabled=true and the device plugin off; driver,
+    toolkit and GFD as in the ClusterPolicy model, the DRA kubelet plugin publishing each node's GPUs."""
+    snap = healthy_snapshot(DRA_VERSION, gpu_nodes=gpu_nodes, device_plugin=False, gpus_per_node=gpus_per_node)
+    set_policy(snap, "draDriver", {"enabled": True, "repository": "nvcr.io/nvidia", "image": "dra-driver-nvidia-gpu",
+                                   "version": "v0.5.0"})
+    owner = _owner("ClusterPolicy", "cluster-policy", _uid("clusterpolicy", "cluster-policy"), "nvidia.com/v1")
+    _add_dra_driver(snap, owner, gpus_per_node, "Tesla-T4")
+    return snap
+
+
+def gpucluster(state: str = "ready", reason: str = "Reconciled", message: str = "") -> Obj:
+    """GPUCluster gpu-cluster (a singleton: the CRD's CEL rule) with the status the v26.7.0 controller writes."""
+    if state == "ready":
+        conds = [{"type": "Ready", "status": "True", "reason": reason,
+                  "message": message or "All resources have been successfully reconciled"},
+                 {"type": "Error", "status": "False", "reason": "Ready", "message": ""}]
+    else:
+        conds = [{"type": "Ready", "status": "False", "reason": "Error", "message": ""},
+                 {"type": "Error", "status": "True", "reason": reason, "message": message}]
+    for c in conds:
+        c["lastTransitionTime"] = T1
+    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "GPUCluster",
+            "metadata": {"name": "gpu-cluster", "uid": _uid("gpucluster", "gpu-cluster"), "creationTimestamp": T0,
+                         "finalizers": ["nvidia.com/gpucluster-finalizer"]},
+            "spec": {"draDriver": {"repository": "nvcr.io/nvidia", "image": "dra-driver-nvidia-gpu",
+                                   "version": "v0.5.0"}},
+            "status": {"state": state, "namespace": "gpu-operator", "conditions": conds}}
+
+
+def healthy_gpucluster_snapshot(gpu_nodes: int = 3, gpus_per_node: int = 1) -> ClusterSnapshot:
+    """The gpucluster model (v26.7.0 tech preview): GPUCluster gpu-cluster, no ClusterPolicy, no operand of the
+    ClusterPolicy stack (Helm clusterPolicy.deployCR=false), a host-installed driver, the DRA kubelet plugin."""
+    snap = healthy_snapshot(DRA_VERSION, gpu_nodes=gpu_nodes, driver="host", device_plugin=False, gfd=False,
+                            gpus_per_node=gpus_per_node)
+    ns = snap.operator_namespace
+    operand_ds = {name_of(d) for d in snap.daemonsets if d["metadata"].get("namespace") == ns}
+    snap.daemonsets = [d for d in snap.daemonsets if name_of(d) not in operand_ds]
+    snap.pods = [p for p in snap.pods if not any(r.get("kind") == "DaemonSet" and r.get("name") in operand_ds
+                                                 for r in p["metadata"].get("ownerReferences") or [])
+                 and not name_of(p).startswith("nvidia-cuda-validator")]
+    snap.clusterpolicies = []
+    snap.runtimeclasses = []
+    for n in snap.nodes:
+        labels = n["metadata"]["labels"]
+        for k in [k for k in labels if k.startswith("nvidia.com/gpu.deploy.")]:
+            del labels[k]
+        if k_gpu := labels.get(GPU_PRESENT_LABEL):
+            labels.update({k: "true" for k in GPUCLUSTER_DEPLOY_LABELS} if k_gpu == "true" else {})
+    snap.gpu_clusters = [gpucluster()]
+    owner = _owner("GPUCluster", "gpu-cluster", _uid("gpucluster", "gpu-cluster"), "nvidia.com/v1alpha1")
+    _add_dra_driver(refresh(snap), owner, gpus_per_node, "Tesla-T4")
+    return snap

@@ -19,9 +19,15 @@ from typing import Any
 
 import pytest
 import yaml
-from factory import healthy_snapshot
+from factory import (
+    healthy_dra_driver_snapshot,
+    healthy_gpucluster_snapshot,
+    healthy_snapshot,
+    resource_claim,
+    resource_slice,
+)
 from report_data import healthy_cluster
-from test_probe_world import NS, RUN, FakeCluster, succeed
+from test_probe_world import NS, RUN, FakeCluster, judged, succeed
 
 import gpu_conformance.probe as probe_mod
 from gpu_conformance import catalogue
@@ -41,35 +47,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def dra_snapshot(devices: dict[str, int] | None = None, claims: list[dict] | None = None,
-                 extended: bool = False) -> ClusterSnapshot:
-    """A healthy 3-GPU-node cluster whose ClusterPolicy runs the DRA driver: one ResourceSlice per node publishing
-    `devices[node]` GPUs (default 1), the operator's DeviceClass, and optionally an admin's class mapping
-    nvidia.com/gpu."""
-    snap = healthy_snapshot()
-    snap.clusterpolicies[0]["spec"]["draDriver"] = {"enabled": True}
-    counts = devices if devices is not None else {n: 1 for n in snap.gpu_node_names}
-    snap.resource_slices = [  # type: ignore[attr-defined]
-        {"metadata": {"name": f"{n}-gpu.nvidia.com-abcde"},
-         "spec": {"driver": "gpu.nvidia.com", "nodeName": n, "pool": {"name": n, "generation": 1,
-                                                                       "resourceSliceCount": 1},
-                  "devices": [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}}}
-                              for i in range(k)]}}
-        for n, k in counts.items() if k]
-    classes = [{"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [{"cel": {"expression": "true"}}]}}]
+                 extended: bool = False, gpucluster: bool = False) -> ClusterSnapshot:
+    """The factory's healthy dra-driver (or gpucluster) cluster of 3 GPU nodes, each publishing `devices[node]` GPUs
+    (default 1), `claims` held elsewhere, and optionally an admin's DeviceClass mapping nvidia.com/gpu."""
+    snap = healthy_gpucluster_snapshot() if gpucluster else healthy_dra_driver_snapshot()
+    if devices is not None:
+        snap.resource_slices = [resource_slice(n, k) for n, k in devices.items() if k]
     if extended:
-        classes.append({"metadata": {"name": "gpu-extended.example.com"},
-                        "spec": {"extendedResourceName": "nvidia.com/gpu"}})
-    snap.device_classes = classes  # type: ignore[attr-defined]
-    if claims is not None:
-        snap.resource_claims = claims  # type: ignore[attr-defined]
+        snap.device_classes.append({"metadata": {"name": "gpu-extended.example.com"},
+                                    "spec": {"extendedResourceName": "nvidia.com/gpu"}})
+    snap.resource_claims = claims or []
     return snap
 
 
-def held_claim(node: str, device: str = "gpu-0", name: str = "train-0-gpu-x7k2q") -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ml"},
-            "status": {"allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": device}]}},
-                "reservedFor": [{"resource": "pods", "name": "train-0"}]}}
+def held_claim(node: str, device: str = "gpu-0") -> dict[str, Any]:
+    return resource_claim("ml", "train-0-gpu-x7k2q", node, device)
 
 
 class DraCluster(FakeCluster):
@@ -86,11 +78,11 @@ class DraCluster(FakeCluster):
         self.events: list[dict] = []
         self.created: list[dict] = []  # every pod body as posted
         self.template_bodies: list[dict] = []
-        held = {(r["pool"], r["device"]) for c in getattr(snap, "resource_claims", None) or []
-                for r in c["status"]["allocation"]["devices"]["results"]}
+        held = {(r["pool"], r["device"]) for c in snap.resource_claims
+                for r in c["status"]["allocation"]["devices"]["results"] if not r.get("adminAccess")}
         self.free = {s["spec"]["nodeName"]: [d["name"] for d in s["spec"]["devices"]
                                              if (s["spec"]["pool"]["name"], d["name"]) not in held]
-                     for s in getattr(snap, "resource_slices", None) or []}
+                     for s in snap.resource_slices}
 
     def request(self, api: object, method: str, path: str, query: list | None = None, body: Any = None,
                 *a: object, **kw: object) -> bytes:
@@ -222,6 +214,17 @@ def test_claim_path_creates_a_template_and_claim_pods_that_get_their_gpu(world) 
     assert f"ResourceClaimTemplate {TEMPLATE} deleted" in probe.cleanup_sentence()
 
 
+@pytest.mark.parametrize("gpucluster", [False, True])
+def test_a_healthy_dra_cluster_is_conformant_through_its_claims(world, gpucluster: bool) -> None:
+    cluster, probe = world(dra_snapshot(gpucluster=gpucluster))
+    obs = run(probe)
+    assert obs.model == ("gpucluster" if gpucluster else "dra-driver")
+    assert {p.path for p in obs.pods.values()} == {"claim"} and len(cluster.template_bodies) == 1
+    verdict, findings = judged(probe.snap, probe.settings)
+    assert verdict == "CONFORMANT", [(f.check_id, f.node, f.message) for f in findings if f.status != Status.PASS
+                                     and f.status != Status.NA]
+
+
 def test_a_device_class_mapping_nvidia_gpu_gets_one_extended_resource_pod(world) -> None:
     cluster, probe = world(dra_snapshot(extended=True))
     obs = run(probe)
@@ -266,7 +269,7 @@ def test_an_interrupted_probe_deletes_its_template_too(world) -> None:
 def test_an_unallocatable_claim_is_quoted_with_what_the_node_publishes(world) -> None:
     snap = dra_snapshot()
     n2 = snap.gpu_node_names[1]
-    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != n2]  # type: ignore
+    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != n2]
     _, probe = world(snap)
     obs = run(probe)
     findings = probe_findings(probe.snap, probe.settings)
@@ -282,9 +285,11 @@ def test_an_unallocatable_claim_is_quoted_with_what_the_node_publishes(world) ->
 
 
 def test_every_device_claimed_by_others_is_busy_not_broken(world) -> None:
-    snap = dra_snapshot(claims=[])
+    snap = dra_snapshot()
     n3 = snap.gpu_node_names[2]
-    snap.resource_claims = [held_claim(n3)]  # type: ignore[attr-defined]
+    # The validator's adminAccess claim on the same device takes nothing from anyone: not named.
+    snap.resource_claims = [held_claim(n3), resource_claim("gpu-operator", "validator-gpu-1", n3, "gpu-0",
+                                                           admin=True)]
     cluster, probe = world(snap)
     obs = run(probe)
     assert n3 not in obs.plan.targets and obs.plan.not_probed[n3].kind == "busy"
@@ -297,23 +302,14 @@ def test_every_device_claimed_by_others_is_busy_not_broken(world) -> None:
     assert warn.evidence["claims"] == ["ml/train-0-gpu-x7k2q"] and warn.evidence["devices"] == ["gpu-0"]
     assert "1 with all GPUs in use" in obs.plan.scope
     assert not cluster.pods and not cluster.templates
-
-
-def test_without_claims_in_the_snapshot_the_schedulers_word_makes_a_publishing_node_busy(world) -> None:
-    snap = dra_snapshot()
-    cluster, probe = world(snap)
-    n1 = snap.gpu_node_names[0]
-    cluster.free[n1] = []  # its one device held by a claim the snapshot did not read
-    obs = run(probe)
-    assert obs.plan.not_probed[n1].kind == "busy" and obs.plan.not_probed[n1].evidence["claims"] == []
-    assert not [f for f in probe_findings(probe.snap, probe.settings) if f.status == Status.FAIL]
+    verdict, _ = judged(probe.snap, probe.settings)
+    assert verdict != "NOT CONFORMANT"
 
 
 def test_a_free_device_that_does_not_fit_the_claim_is_broken_not_busy(world) -> None:
-    snap = dra_snapshot({"placeholder": 0}, claims=[])
-    nodes = snap.gpu_node_names
-    snap.resource_slices = dra_snapshot({n: 2 for n in nodes}).resource_slices  # type: ignore[attr-defined]
-    snap.resource_claims = [held_claim(nodes[0])]  # type: ignore[attr-defined]
+    nodes = healthy_dra_driver_snapshot().gpu_node_names
+    snap = dra_snapshot({n: 2 for n in nodes})
+    snap.resource_claims = [held_claim(nodes[0])]
     cluster, probe = world(snap)
     cluster.free[nodes[0]] = []  # gpu-1 is free, yet the allocator found nothing for the claim
     run(probe)

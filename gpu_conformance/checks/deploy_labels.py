@@ -16,9 +16,15 @@ from gpu_conformance.operands import (
     OPERANDS,
     expected_deploy_labels,
 )
+from gpu_conformance.resource_model import ResourceModel
 from gpu_conformance.settings import Settings
 
 L = Layer.DEPLOY_LABELS
+# v26.7.0's GPUCluster stack labels nodes with its own deploy labels (controllers/state_manager.go
+# gpuClusterStateLabels: gpu.deploy.driver, dra-driver, dra-validator, dcgm-dra, dcgm-exporter-dra).
+GPUCLUSTER_LABELS = ("the GPUCluster stack's deploy labels (nvidia.com/gpu.deploy.dra-driver, dra-validator, "
+                     "dcgm-dra, dcgm-exporter-dra) gate its own DaemonSets; a node without the kubelet plugin "
+                     "fails DPL-010")
 UPGRADE_STATE_LABEL = upg.UPGRADE_STATE_LABEL
 
 
@@ -34,7 +40,8 @@ def _mig_capable(labels: dict[str, str]) -> bool:
             "'false' is an admin opt-out, 'pre-installed' on driver means a host driver was detected, "
             "'paused-for-*' is a driver upgrade or MIG change in progress.",
        kubectl="kubectl get node {node} -o json | grep -o 'nvidia.com/gpu.deploy[^,]*'",
-       detects="deploy labels missing (operator not labelling); opt-outs and pauses reported")
+       detects="deploy labels missing (operator not labelling); opt-outs and pauses reported",
+       na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_LABELS)
 def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     version = facts(snap).operator.parsed
     enabled_labels = {o.deploy_label: o for o in enabled_operands(snap)}

@@ -45,6 +45,7 @@ from gpu_conformance.cluster.snapshot import (
 )
 from gpu_conformance.facts import facts, operand_pod
 from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.resource_model import ResourceModel
 from gpu_conformance.settings import Settings
 
 Obj = dict[str, Any]
@@ -61,6 +62,10 @@ GFD_REQUIRED = (("nvidia.com/gpu.product",), ("nvidia.com/gpu.count",),
 # Published only where NVML reports the GPU's own memory: unified-memory GPUs (GB10 in DGX Spark, Grace-Blackwell
 # integrated parts) have none, so its absence is worth a warning, never a failure.
 GFD_USUALLY = ("nvidia.com/gpu.memory",)
+# In the DRA models no device plugin runs: the DRA driver publishes the GPUs as ResourceSlices (checks/dra.py).
+DRA_MODELS = (ResourceModel.DRA_DRIVER, ResourceModel.GPUCLUSTER)
+NOT_DEVICE_PLUGIN = ("no device plugin in this model: the DRA driver publishes the GPUs as ResourceSlices and pods "
+                     "claim them through ResourceClaims (DPL-010..013 judge it)")
 HINT_PRESENT = ("`nvidia.com/gpu.present=true` only means the GPU hardware was detected, not that installation is "
                 "done: look at allocatable and the validator. If the plugin's connection to kubelet drops, kubelet "
                 "marks the devices unhealthy (allocatable 0) and, when the plugin has not come back within 5 minutes, "
@@ -161,7 +166,8 @@ def _gfd_enabled(snapshot: ClusterSnapshot) -> bool:
        kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-device-plugin-daemonset "
                "--field-selector spec.nodeName={node}",
        detects="device plugin pod missing, waiting in toolkit-validation (blocked upstream), config-manager-init "
-               "stuck or nvidia-device-plugin crash-looping; WARN on restarts")
+               "stuck or nvidia-device-plugin crash-looping; WARN on restarts",
+       na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 def device_plugin_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     def explain(p: PodProblem) -> tuple[str, str]:
         if p.stage == "toolkit-validation":
@@ -195,7 +201,8 @@ def _expected_resource(snapshot: ClusterSnapshot) -> str:
        hint=HINT_PRESENT,
        kubectl="kubectl get node {node} -o jsonpath='{.status.capacity}{\"\\n\"}{.status.allocatable}'",
        detects="GPU node with no GPU resource above 0 in capacity and allocatable (nvidia.com/gpu, nvidia.com/mig-*, "
-               "nvidia.com/gpu.shared); a key kubelet keeps at 0 beside advertised ones passes")
+               "nvidia.com/gpu.shared); a key kubelet keeps at 0 beside advertised ones passes",
+       na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     out = []
     for node in snapshot.gpu_node_names:
@@ -245,7 +252,8 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings) -> li
             "a GPU fallen off the bus, a lost plugin connection). Read the device plugin log and `nvidia-smi -q` "
             "on the node.",
        kubectl="kubectl describe node {node}",
-       detects="allocatable nvidia.com/gpu (or mig-*/gpu.shared) below capacity: unhealthy devices")
+       detects="allocatable nvidia.com/gpu (or mig-*/gpu.shared) below capacity: unhealthy devices",
+       na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
@@ -281,7 +289,8 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings) -
             "(per MIG profile under the mixed strategy). A shortfall means the plugin skipped devices (failed NVML "
             "init, excluded or unhealthy at start).",
        kubectl="kubectl get node {node} -L nvidia.com/gpu.count,nvidia.com/gpu.replicas,nvidia.com/gpu.product",
-       detects="capacity differs from nvidia.com/gpu.count × nvidia.com/gpu.replicas (or nvidia.com/mig-<p>.count)")
+       detects="capacity differs from nvidia.com/gpu.count × nvidia.com/gpu.replicas (or nvidia.com/mig-<p>.count)",
+       na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     out = []
     for node in snapshot.gpu_node_names:
@@ -333,7 +342,8 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
             "upstream by toolkit-validation.",
        kubectl="kubectl get node {node} -o json | grep -o 'nvidia.com/[a-z.-]*'",
        detects="GPU node without nvidia.com/gpu.product, gpu.count or cuda.driver-version.* while GFD is enabled "
-               "(a missing gpu.memory only warns: unified-memory GPUs have none)")
+               "(a missing gpu.memory only warns: unified-memory GPUs have none)",
+       na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
@@ -505,7 +515,8 @@ def _workload_stage(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, stu
        detects="validator stuck in plugin-validation: the device plugin has not advertised GPUs, or (WITH_WORKLOAD="
                "true) its test pod did not run although a GPU is free; every GPU held by running pods of any "
                "namespace (finished pods hold none) is a warning, as is a stale failure from before the GPUs "
-               "were advertised")
+               "were advertised",
+       na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
@@ -634,7 +645,8 @@ def mig_config_applied(snapshot: ClusterSnapshot, settings: Settings) -> list[Fi
                "nvidia-device-plugin-daemonset -o jsonpath='{.spec.template.spec.containers[0].env}'",
        detects="ClusterPolicy CDI setting and the device plugin's DEVICE_LIST_STRATEGY disagree, or differ from "
                "--expect-cdi (e.g. CDI expected but the plugin on envvar: a probe without runtimeClassName gets "
-               "no GPU)")
+               "no GPU)",
+       na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 def cdi_mode(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     version = facts(snapshot).operator.parsed
@@ -692,7 +704,8 @@ def cdi_mode(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
             "DCGM) run with runtimeClassName nvidia and fail with 'RuntimeClass not found' without it.",
        kubectl="kubectl get runtimeclass -o wide",
        detects="RuntimeClass nvidia (or nvidia-cdi/nvidia-legacy with CDI) missing or with a wrong handler; "
-               "WARN on leftovers (CDI off, NRI mode)")
+               "WARN on leftovers (CDI off, NRI mode)",
+       na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 def runtimeclasses(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     present = {name_of(rc): rc.get("handler") for rc in snapshot.runtimeclasses}
     nvidia_like = sorted(n for n in present if n.startswith("nvidia"))

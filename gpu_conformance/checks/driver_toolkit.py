@@ -47,10 +47,19 @@ from gpu_conformance.cluster.timeline import any_container_started
 from gpu_conformance.facts import DriverMode, facts, image_tag, operand_pod
 from gpu_conformance.facts import driver_mode as compute_driver_mode
 from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.resource_model import ResourceModel
 from gpu_conformance.settings import Settings
 
 Obj = dict[str, Any]
 L = Layer.DRIVER_TOOLKIT
+# What v26.7.0's GPUCluster stack does not deploy (api/nvidia/v1alpha1/gpucluster_types.go: it manages neither
+# the driver nor the device plugin; its states are the DRA driver, the DRA validator, DCGM and its exporter).
+GPUCLUSTER_NO_DRIVER = ("the GPUCluster does not install the driver (host-installed or an NVIDIADriver CR): the DRA "
+                        "kubelet plugin's driver-validation init container waits for it (DPL-010)")
+GPUCLUSTER_NO_TOOLKIT = ("the GPUCluster deploys no container toolkit: the DRA driver writes CDI specs "
+                         "(/var/run/cdi) the container runtime injects")
+GPUCLUSTER_NO_VALIDATOR = ("the GPUCluster runs nvidia-dra-validator instead of the operator validator chain; "
+                           "OPR-008 names it when it keeps the GPUCluster notReady")
 
 HINT_ORDER = "Diagnose front to back: driver → toolkit → plugin; the earliest stuck stage is the root cause."
 HINT_DRIVER = ("The driver comes first. Operator driver: read the k8s-driver-manager and nvidia-driver-ctr logs; "
@@ -132,7 +141,8 @@ def driver_configuration(snapshot: ClusterSnapshot, settings: Settings) -> list[
                "crash-looping or not Ready past its startup probe's window (60 s + 120×10 s), quoting "
                "kubelet's startup probe failure events; a driver still within that window without restarts "
                "is a transient WARN; driver upgrade-failed (nvidia.com/gpu-driver-upgrade-state); upgrade "
-               "steps in progress reported as a pause, an unknown upgrade state as a warning; WARN on restarts")
+               "steps in progress reported as a pause, an unknown upgrade state as a warning; WARN on restarts",
+       na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_NO_DRIVER)
 def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []
@@ -247,7 +257,8 @@ def _under_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, f: Fin
        kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-container-toolkit-daemonset "
                "--field-selector spec.nodeName={node}",
        detects="toolkit pod missing, waiting in driver-validation (driver broken) or its container "
-               "crash-looping (runtime config); WARN on restarts")
+               "crash-looping (runtime config); WARN on restarts",
+       na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_NO_TOOLKIT)
 def toolkit_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     def explain(p: PodProblem) -> tuple[str, str]:
         if p.stage == "driver-validation":
@@ -292,7 +303,8 @@ def stage_message(snapshot: ClusterSnapshot, pod: Obj, stuck: dict[str, Any]) ->
             "app=nvidia-operator-validator`. " + HINT_ORDER,
        kubectl="kubectl -n {ns} describe pod -l app=nvidia-operator-validator",
        detects="validator pod missing or stuck in driver-validation / toolkit-validation / cuda-validation "
-               "(named, with state, restarts and last log lines)")
+               "(named, with state, restarts and last log lines)",
+       na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_NO_VALIDATOR)
 def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snapshot, settings)
     out = []

@@ -40,6 +40,7 @@ from gpu_conformance.operands import (
     Operand,
     known_state,
 )
+from gpu_conformance.resource_model import ResourceModel
 from gpu_conformance.settings import Settings
 
 L = Layer.OPERATOR
@@ -54,6 +55,14 @@ GATES = ("toolkit-validation", "driver-validation")
 # cluster, do not create DaemonSets") and reports ready with NoGPUNodes / NFDLabelsMissing. The NFD layer's checks
 # say why; the operator is doing what it should.
 NFD_EXPLAINS = ("NFD-001", "NFD-002", "NFD-003")
+# v26.7.0's GPUCluster stack runs without a ClusterPolicy (Helm gpuCluster.deployCR=true, clusterPolicy.deployCR=
+# false) and creates its own DaemonSets (manifests/state-dra-*, state-dcgm*), so the ClusterPolicy's checks have
+# nothing to judge there. The ClusterPolicy CRD stays (the chart ships it; the GPUCluster controller lists
+# ClusterPolicies before it reconciles), so OPR-001 still applies.
+GPUCLUSTER_MODEL = (ResourceModel.GPUCLUSTER,)
+NO_CP = "the GPUCluster stack runs without a ClusterPolicy by design; OPR-008 judges the GPUCluster"
+OWN_DS = ("the GPUCluster creates its own DaemonSets: the DRA kubelet plugin is judged per node by DPL-010, the "
+          "others are named by OPR-008 when they keep it notReady")
 
 
 def operator_sees_gpu_nodes(snap: ClusterSnapshot) -> bool:
@@ -88,7 +97,8 @@ def clusterpolicy_crd(snap: ClusterSnapshot, settings: Settings) -> list[Finding
        hint="Helm creates ClusterPolicy/cluster-policy (clusterPolicy.deployCR=true). Only the oldest one is "
             "active; the operator marks others 'ignored'.",
        kubectl="kubectl get clusterpolicies.nvidia.com",
-       detects="no ClusterPolicy, or several competing ones")
+       detects="no ClusterPolicy, or several competing ones",
+       na_in=GPUCLUSTER_MODEL, na_why=NO_CP)
 def one_clusterpolicy(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     cps = snap.clusterpolicies
     if not cps:
@@ -152,7 +162,8 @@ def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str
        detects="never reconciled, reconcile errors; operand states notReady that no node's unavailable pod "
                "explains, or a v26.7 NVIDIADriver rollout no node's upgrade state explains; MPS control daemon or "
                "sandbox/vGPU operand pods unavailable on a node; NoGPUNodes / NFDLabelsMissing where no NFD check "
-               "explains them")
+               "explains them",
+       na_in=GPUCLUSTER_MODEL, na_why=NO_CP)
 def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     cp = snap.active_clusterpolicy
     if cp is None:
@@ -388,7 +399,8 @@ def operator_version_known(snap: ClusterSnapshot, settings: Settings) -> list[Fi
             "(see the operator log) or was deleted and not yet recreated.",
        kubectl="kubectl -n {ns} get daemonsets",
        detects="an operand DaemonSet deleted or never created (with NVIDIADriver CRs: their error condition "
-               "quoted); a disabled operand still deployed")
+               "quoted); a disabled operand still deployed",
+       na_in=GPUCLUSTER_MODEL, na_why=OWN_DS)
 def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     if snap.active_clusterpolicy is None:
         return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]

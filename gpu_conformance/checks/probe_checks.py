@@ -169,20 +169,18 @@ CLAIM_CREATION_FAILED = "FailedResourceClaimCreation"
 
 
 def _claims_busy(snap: ClusterSnapshot, settings: Settings, p: PodObservation, said: str) -> Skip | None:
-    """A claim the scheduler cannot allocate on a node whose every published GPU device is held by other claims:
-    busy, not broken. Which claims hold them comes from the snapshot's ResourceClaims when it read them; without
-    them a node that publishes devices and gets 'cannot allocate all claims' is taken as busy on the scheduler's
-    word (the probe asks for any device of the class: a free one would have been allocated)."""
+    """A claim the scheduler cannot allocate on a node whose every published GPU device is held by other claims
+    (the snapshot's ResourceClaims, as DPL-013 reads them): busy, not broken."""
     if CANNOT_ALLOCATE not in said:
         return None
     devices = node_devices(snap, p.node)
     if not devices:
         return None  # nothing published: the DRA driver's fault on the node, judged by PRB-001
     held = device_holders(snap, p.node)
-    if held is not None and any(d not in held for d in devices):
+    if any(d not in held for d in devices):
         return None  # a device is free, yet unallocatable: not busy
-    claims = sorted(set((held or {}).values()))
-    whose = f" to {', '.join(claims[:5])}{' …' if len(claims) > 5 else ''}" if claims else " to other claims"
+    claims = sorted(set(held.values()))
+    whose = f" to {', '.join(claims[:5])}{' …' if len(claims) > 5 else ''}"
     return Skip(
         NotProbed.BUSY, f"all {len(devices)} {DEVICE_CLASS} device(s) of {p.node} are allocated{whose} (the "
         f"scheduler: {said.removeprefix('FailedScheduling: ')}), the probe needs {settings.probe_gpus}: not probed",
@@ -452,8 +450,6 @@ def _claim_unschedulable_message(snap: ClusterSnapshot, obs: ProbeObservations, 
             return (f"probe Pending: {text}{state} — {node} publishes no {DEVICE_CLASS} device in a ResourceSlice: "
                     "the DRA driver's kubelet plugin is not running there or found no GPU")
         held = device_holders(snap, node)
-        if held is None:
-            return f"probe Pending: {text}{state} — {node} publishes {len(devices)} {DEVICE_CLASS} device(s)"
         free = [d for d in devices if d not in held]
         return (f"probe Pending: {text}{state} — {node} publishes {len(devices)} device(s), {len(free)} not "
                 f"allocated ({', '.join(free[:4])}), yet none fits the claim: the DeviceClass {DEVICE_CLASS} "

@@ -2,21 +2,50 @@
 
 from __future__ import annotations
 
-from gpu_conformance.model import Check, CheckFunc, Layer
+import functools
+from dataclasses import replace
+
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.model import Check, CheckFunc, Finding, Layer, Status
+from gpu_conformance.resource_model import ResourceModel, both_models, resource_model
+from gpu_conformance.settings import Settings
 
 REGISTRY: dict[str, Check] = {}
+# The check that judges a ClusterPolicy beside a GPUCluster: with both, v26.7.0 reconciles neither (each controller
+# refuses on seeing the other), so every other failure is its consequence.
+MODEL_CONFLICT_CHECK = "OPR-009"
 
 
 def check(id: str, layer: Layer, title: str, *, hint: str, kubectl: str, detects: str = "", rank: int = 0,
-          gate: bool = False, gpu_path: bool = True):
-    """Register a check function under a stable id. The id must never change once released."""
+          gate: bool = False, gpu_path: bool = True, na_in: tuple[ResourceModel, ...] = (), na_why: str = ""):
+    """Register a check function under a stable id. The id must never change once released.
+
+    na_in: the GPU resource models (resource_model.py) the check does not apply to; it then reports one n/a
+    finding saying na_why instead of judging objects that model does not create.
+    """
 
     def wrap(func: CheckFunc) -> CheckFunc:
         if id in REGISTRY:
             raise ValueError(f"duplicate check id {id}")
-        REGISTRY[id] = Check(id=id, layer=layer, title=title, hint=hint, kubectl=kubectl, func=func,
-                             detects=detects, rank=rank, gate=gate, gpu_path=gpu_path)
+        REGISTRY[id] = Check(id=id, layer=layer, title=title, hint=hint, kubectl=kubectl,
+                             func=_model_scoped(id, func, na_in, na_why), detects=detects, rank=rank, gate=gate,
+                             gpu_path=gpu_path)
         return func
 
     return wrap
 
+
+def _model_scoped(id: str, func: CheckFunc, na_in: tuple[ResourceModel, ...], na_why: str) -> CheckFunc:
+    @functools.wraps(func)
+    def run(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+        model = resource_model(snapshot)
+        if model in na_in:
+            return [Finding(Status.NA, f"n/a in the {model} model: {na_why}",
+                            evidence={"resource_model": str(model)})]
+        findings = func(snapshot, settings)
+        if id == MODEL_CONFLICT_CHECK or not both_models(snapshot):
+            return findings
+        return [replace(f, explained_by=(*f.explained_by, MODEL_CONFLICT_CHECK)) if f.status == Status.FAIL else f
+                for f in findings]
+
+    return run

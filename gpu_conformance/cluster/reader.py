@@ -194,6 +194,16 @@ class ClusterReader:
                      shape=trim.POD),
             ListSpec("nfd_pods", "/api/v1/pods", "", "pods",
                      label_selector="app.kubernetes.io/name=node-feature-discovery", shape=trim.POD),
+            # The DRA model (resource_model.py): absent on clusters before resource.k8s.io/v1 (Kubernetes 1.34) or
+            # without the GPUCluster CRD (operators before v26.7), which reads as "none", not as an error.
+            ListSpec("resource_slices", "/apis/resource.k8s.io/v1/resourceslices", "resource.k8s.io",
+                     "resourceslices", optional=True),
+            ListSpec("device_classes", "/apis/resource.k8s.io/v1/deviceclasses", "resource.k8s.io",
+                     "deviceclasses", optional=True),
+            ListSpec("resource_claims", "/apis/resource.k8s.io/v1/resourceclaims", "resource.k8s.io",
+                     "resourceclaims", optional=True),
+            ListSpec("gpu_clusters", "/apis/nvidia.com/v1alpha1/gpuclusters", "nvidia.com", "gpuclusters",
+                     optional=True),
             # Only the two CRDs that matter: a cluster can hold hundreds of large CRD objects.
             ListSpec("crd_cp", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "apiextensions.k8s.io",
                      "customresourcedefinitions", field_selector=f"metadata.name={CLUSTERPOLICY_CRD}"),
@@ -216,6 +226,10 @@ class ClusterReader:
         snap.runtimeclasses = results["runtimeclasses"] or []
         snap.operator_pods = results["operator_pods"] or []
         snap.nfd_pods = results["nfd_pods"] or []
+        snap.resource_slices = results["resource_slices"] or []
+        snap.device_classes = results["device_classes"] or []
+        snap.resource_claims = results["resource_claims"] or []
+        snap.gpu_clusters = results["gpu_clusters"] or []
         crds = (results["crd_cp"] or []) + (results["crd_nvd"] or [])
         snap.crds = {name_of(c) for c in crds}
         snap.crd_served = {name_of(c): v for c in crds if (v := served_versions(c)) is not None}

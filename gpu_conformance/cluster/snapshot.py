@@ -111,6 +111,12 @@ class ClusterSnapshot:
     # OLM ClusterServiceVersions in the operator namespace (empty without OLM): they name the operator version
     # where OLM pinned the image by digest.
     csvs: list[Obj] = field(default_factory=list)
+    # The DRA model (resource.k8s.io/v1, nvidia.com/v1alpha1 GPUCluster; empty where the API or CRD is absent):
+    # every ResourceSlice and DeviceClass, every ResourceClaim (who holds which device) and every GPUCluster.
+    resource_slices: list[Obj] = field(default_factory=list)
+    device_classes: list[Obj] = field(default_factory=list)
+    resource_claims: list[Obj] = field(default_factory=list)
+    gpu_clusters: list[Obj] = field(default_factory=list)
     # Names of the CRDs that matter (clusterpolicies.nvidia.com, nvidiadrivers.nvidia.com) that exist.
     crds: set[str] = field(default_factory=set)
     # The versions each of those CRDs serves (spec.versions[].served): a CRD that exists but no longer serves the

@@ -464,6 +464,8 @@ def build_context(data: Mapping[str, Any]) -> dict[str, Any]:
             ("Operator version", str(operator.get("version") or "unknown")),
             ("Namespace", str(operator.get("namespace") or "unknown")),
             ("Driver", driver_config_summary(data.get("driver_config") or {})),
+            # Reports written before the DRA models existed have no key: they ran the device-plugin model.
+            ("GPU resource model", str(operator.get("resource_model") or "device-plugin")),
         ],
         "run_facts": [
             ("Run", str(data.get("run_id") or "")),

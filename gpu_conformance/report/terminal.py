@@ -46,7 +46,9 @@ def summary_lines_from_dict(data: Mapping[str, Any],
     lines.append(
         f"GPU conformance run {data.get('run_id') or '?'}: {plural(len(nodes), 'GPU node')}, "
         f"context {cluster.get('context') or '?'}, Kubernetes {cluster.get('kubernetes_version') or '?'}, "
-        f"operator {operator.get('version') or '?'}, {format_duration(data.get('duration_seconds'))}"
+        f"operator {operator.get('version') or '?'}, GPU resource model "
+        # Reports written before the DRA models existed have no key: they ran the device-plugin model.
+        f"{operator.get('resource_model') or 'device-plugin'}, {format_duration(data.get('duration_seconds'))}"
     )
     lines.append(f"driver: {driver_config_summary(data.get('driver_config') or {})}")
 

@@ -1,0 +1,319 @@
+"""The DRA models (resource_model.py): the GPUCluster and the one-model rule (operator layer), and NVIDIA's DRA
+driver on each node — its kubelet plugin, the GPU DeviceClass, the ResourceSlices and their free devices
+(device-plugin layer, where the DRA driver takes the device plugin's place on the GPU path).
+
+Facts from gpu-operator v26.7.0: controllers/gpucluster_controller.go (status and conditions),
+controllers/clusterpolicy_controller.go (refuses beside a GPUCluster), manifests/state-dra-driver/ (DaemonSet,
+DeviceClasses); and NVIDIA/k8s-dra-driver-gpu 0.5.0 (the ResourceSlice devices).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_conformance import operands as ops
+from gpu_conformance.checks.common import cluster_finding
+from gpu_conformance.checks.pods import (
+    PodProblem,
+    label_gate,
+    missing_pod_finding,
+    namespace,
+    node_labels,
+    pod_problem,
+    problem_finding,
+    restart_warn_or_pass,
+)
+from gpu_conformance.checks.registry import check
+from gpu_conformance.cluster.podstate import pod_ready
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.model import Finding, Layer, Status
+from gpu_conformance.resource_model import (
+    GPU_DEVICE_CLASS,
+    KUBELET_PLUGIN_APP,
+    KUBELET_PLUGIN_DAEMONSET,
+    KUBELET_PLUGIN_DEPLOY_LABEL,
+    ResourceModel,
+    both_models,
+    resource_model,
+)
+from gpu_conformance.resource_slices import Device, dra_view
+from gpu_conformance.settings import Settings
+
+Obj = dict[str, Any]
+DEVICE_PLUGIN_MODEL = (ResourceModel.DEVICE_PLUGIN,)
+NOT_DRA = "GPUs are advertised by the device plugin (nvidia.com/gpu), judged by DPL-001..008"
+# The kubelet plugin as an operand, so the shared pod helpers (deploy-label gate, missing pod, stuck stage) apply.
+KUBELET_PLUGIN = ops.Operand("dra-driver", KUBELET_PLUGIN_DAEMONSET, None, True, KUBELET_PLUGIN_DEPLOY_LABEL,
+                             ("driver-validation",), state="state-dra-driver")
+# The DaemonSets a GPUCluster owns at v26.7.0 (manifests/state-dra-driver, state-dra-validation, state-dcgm,
+# state-dcgm-exporter): what its OperandNotReady waits for.
+GPUCLUSTER_DAEMONSETS = (KUBELET_PLUGIN_DAEMONSET, "nvidia-dra-validator", "nvidia-dcgm-dra",
+                         "nvidia-dcgm-exporter-dra")
+# GFD's product label spells the NVML name with dashes for spaces (and may append -SHARED / -MIG-...).
+GFD_PRODUCT, GFD_COUNT, GFD_MEMORY_MIB = "nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory"
+
+
+def _condition(obj: Obj, ctype: str) -> Obj:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), {})
+
+
+# ---- operator layer ----------------------------------------------------------------------------------------
+@check("OPR-009", Layer.OPERATOR, "one GPU resource model",
+       hint="A ClusterPolicy and a GPUCluster cannot co-exist (v26.7.0): the ClusterPolicy controller stops with "
+            "ReconcileFailed 'ClusterPolicy and GPUCluster cannot co-exist' and the GPUCluster controller with "
+            "PrerequisiteNotMet, so neither stack is reconciled. Keep one: Helm clusterPolicy.deployCR or "
+            "gpuCluster.deployCR, not both.",
+       kubectl="kubectl get clusterpolicies.nvidia.com,gpuclusters.nvidia.com",
+       detects="a ClusterPolicy and a GPUCluster both present (an unsupported combination: every other failure "
+               "is its consequence); passes naming the model otherwise",
+       rank=-1)
+def one_resource_model(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    model = resource_model(snap)
+    if not both_models(snap):
+        return [cluster_finding(Status.PASS, f"GPU resource model: {model}", resource_model=str(model))]
+    cps = sorted(name_of(c) for c in snap.clusterpolicies)
+    gcs = sorted(name_of(g) for g in snap.gpu_clusters)
+    said = [m for o in (*snap.clusterpolicies, *snap.gpu_clusters) if (m := _condition(o, "Error").get("message"))]
+    return [cluster_finding(
+        Status.FAIL, f"ClusterPolicy {', '.join(cps)} and GPUCluster {', '.join(gcs)} both exist: the operator "
+        "reconciles neither (each controller refuses while the other CR exists)"
+        + (f"; it says: {said[0]}" if said else ""),
+        object="clusterpolicies.nvidia.com, gpuclusters.nvidia.com", observed={"clusterpolicies": cps,
+                                                                               "gpuclusters": gcs},
+        expected="one of them", operator_says=said)]
+
+
+@check("OPR-008", Layer.OPERATOR, "GPUCluster is ready",
+       hint="The GPUCluster controller writes status.state (ready/notReady) and the Ready/Error conditions: Ready "
+            "with reason Reconciled when every state synced; Error with ReconcileFailed ('Error syncing state ...'), "
+            "PrerequisiteNotMet (a ClusterPolicy exists) or OperandNotReady ('Waiting for operand pods to be "
+            "ready'), a symptom the per-node checks (DPL-010) explain.",
+       kubectl="kubectl get gpuclusters.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} {.status.state} "
+               "{.status.conditions}{\"\\n\"}{end}'",
+       detects="GPUCluster never reconciled, ReconcileFailed, PrerequisiteNotMet; OperandNotReady that no node's "
+               "kubelet plugin explains (n/a without a GPUCluster)",
+       na_in=(ResourceModel.DEVICE_PLUGIN, ResourceModel.DRA_DRIVER),
+       na_why="no GPUCluster; the ClusterPolicy is judged by OPR-003")
+def gpucluster_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    gc = sorted(snap.gpu_clusters, key=lambda g: ((g.get("metadata") or {}).get("creationTimestamp", ""),
+                                                  name_of(g)))[0]
+    status = gc.get("status") or {}
+    state = status.get("state", "")
+    ready, error = _condition(gc, "Ready"), _condition(gc, "Error")
+    ev: dict[str, Any] = {"object": f"gpucluster/{name_of(gc)}", "field": "status",
+                          "status.state": state or "<unset>",
+                          "Ready": {k: ready.get(k) for k in ("status", "reason", "message")},
+                          "Error": {k: error.get(k) for k in ("status", "reason", "message")}}
+    if state == "ready" and ready.get("status") == "True":
+        return [cluster_finding(Status.PASS, f"GPUCluster {name_of(gc)} ready (Ready=True, reason "
+                                f"{ready.get('reason') or '?'})", **ev)]
+    if not state and not ready and not error:
+        return [cluster_finding(Status.FAIL, f"GPUCluster {name_of(gc)} has no status: the operator has never "
+                                "reconciled it (is a v26.7+ operator running?)", **ev)]
+    reason, message = error.get("reason", ""), error.get("message", "")
+    if reason == "OperandNotReady":
+        return [_operand_not_ready(snap, settings, gc, ev)]
+    text = f"GPUCluster {name_of(gc)} state={state or '<unset>'}, Error reason {reason or '?'}" + (
+        f": {message}" if message else "")
+    return [cluster_finding(Status.FAIL, text, **ev)]
+
+
+def _operand_not_ready(snap: ClusterSnapshot, settings: Settings, gc: Obj, ev: dict[str, Any]) -> Finding:
+    """OperandNotReady is the controller's summary of unavailable operand pods: a symptom where a node's kubelet
+    plugin explains it (DPL-010 judges that node), the GPUCluster's own failure only where nothing does."""
+    unavailable = {name_of(d): (d.get("status") or {}).get("numberUnavailable", 0) for d in snap.daemonsets
+                   if name_of(d) in GPUCLUSTER_DAEMONSETS and (d.get("status") or {}).get("numberUnavailable")}
+    plugin_down = [n for n in snap.gpu_node_names
+                   if (p := snap.labelled_pod_on_node({"app": KUBELET_PLUGIN_APP}, n)) is None or not pod_ready(p)]
+    ev = {**ev, "unavailable_daemonsets": unavailable, "kubelet_plugin_not_ready_on": plugin_down}
+    head = f"GPUCluster {name_of(gc)} notReady (OperandNotReady: waiting for operand pods)"
+    others = sorted(d for d in unavailable if d != KUBELET_PLUGIN_DAEMONSET)
+    if plugin_down and not others:
+        return Finding(Status.WARN, f"{head}: the DRA kubelet plugin is not Ready on {', '.join(plugin_down)} "
+                       "(judged per node by DPL-010)", evidence=ev, blocking=False)
+    if others:
+        return Finding(Status.FAIL, f"{head}: DaemonSet(s) with unavailable pods: "
+                       + ", ".join(f"{d} ({unavailable[d]})" for d in others), evidence=ev, blocking=False,
+                       kubectl=f"kubectl -n {namespace(snap, settings)} get ds {' '.join(others)} -o wide")
+    return Finding(Status.WARN, f"{head}, but no operand DaemonSet reports an unavailable pod now: a status "
+                   "written before the pods became Ready", evidence=ev, blocking=False)
+
+
+# ---- device-plugin layer: the DRA driver ---------------------------------------------------------------------
+@check("DPL-010", Layer.DEVICE_PLUGIN, "DRA kubelet plugin pod Ready on the node",
+       hint="The kubelet plugin (DaemonSet nvidia-dra-driver-kubelet-plugin, container gpus) publishes the node's "
+            "GPUs as ResourceSlices and prepares claimed GPUs. Its driver-validation init container waits for the "
+            "NVIDIA driver (host-installed or an NVIDIADriver CR): a pod stuck there is a driver problem.",
+       kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-dra-driver-kubelet-plugin "
+               "--field-selector spec.nodeName={node}",
+       detects="DRA kubelet plugin pod missing, stuck in driver-validation (driver not ready) or crash-looping; "
+               "WARN on restarts (n/a in the device-plugin model)",
+       rank=-1, na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
+def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    ns = namespace(snap, settings)
+
+    def explain(p: PodProblem) -> str:
+        if p.stage == "driver-validation":
+            return ("the NVIDIA driver is not ready on this node (driver-validation waits for it: the host driver "
+                    "or the NVIDIADriver CR's pod)")
+        return "the kubelet plugin cannot start or register with kubelet (read the gpus container's log: NVML, CDI)"
+
+    out = []
+    for node in snap.gpu_node_names:
+        gate = label_gate(snap, node, KUBELET_PLUGIN)
+        if gate is not None:
+            out.append(gate)
+            continue
+        pod = snap.labelled_pod_on_node({"app": KUBELET_PLUGIN_APP}, node)
+        if pod is None:
+            out.append(missing_pod_finding(snap, ns, node, KUBELET_PLUGIN, "DRA kubelet plugin"))
+        elif not pod_ready(pod):
+            out.append(problem_finding(snap, ns, node, pod, "DRA kubelet plugin",
+                                       explain(pod_problem(snap, pod)), ""))
+        else:
+            out.append(restart_warn_or_pass(ns, node, pod, "DRA kubelet plugin"))
+    return out
+
+
+@check("DPL-011", Layer.DEVICE_PLUGIN, "GPU DeviceClass exists",
+       hint="The operator creates DeviceClass gpu.nvidia.com (CEL: driver gpu.nvidia.com, type gpu), plus "
+            "mig.nvidia.com and vfio.gpu.nvidia.com; a ResourceClaim names it to get a GPU. It needs the "
+            "resource.k8s.io/v1 API (Kubernetes 1.34 or later).",
+       kubectl="kubectl get deviceclasses -o wide",
+       detects="DeviceClass gpu.nvidia.com missing (every claim for a GPU fails), or not selecting the driver's "
+               "GPUs (n/a in the device-plugin model)",
+       na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
+def gpu_device_class(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    dc = dra_view(snap).device_class(GPU_DEVICE_CLASS)
+    ev: dict[str, Any] = {"object": f"deviceclass/{GPU_DEVICE_CLASS}", "observed": "absent", "expected": "present",
+                          "deviceclasses": sorted(name_of(d) for d in snap.device_classes)}
+    if dc is None:
+        where = "" if snap.device_classes else (
+            f" (no DeviceClass at all: is resource.k8s.io/v1 served? Kubernetes {snap.kubernetes_version or '?'})")
+        return [cluster_finding(Status.FAIL, f"DeviceClass {GPU_DEVICE_CLASS} does not exist: no ResourceClaim can "
+                                f"ask for a GPU{where}", **ev)]
+    spec = dc.get("spec") or {}
+    cel = [((s or {}).get("cel") or {}).get("expression", "") for s in spec.get("selectors") or []]
+    ev.update(observed="present", selectors=cel, extendedResourceName=spec.get("extendedResourceName"))
+    if cel and not any(GPU_DEVICE_CLASS in e for e in cel):
+        return [cluster_finding(Status.FAIL, f"DeviceClass {GPU_DEVICE_CLASS} selects no device of driver "
+                                f"{GPU_DEVICE_CLASS} ({'; '.join(cel)}): claims of it match no GPU", **ev)]
+    extended = f", extended resource {spec['extendedResourceName']}" if spec.get("extendedResourceName") else ""
+    return [cluster_finding(Status.PASS, f"DeviceClass {GPU_DEVICE_CLASS} exists{extended}", **ev)]
+
+
+def _gfd_int(labels: dict[str, str], key: str) -> int | None:
+    try:
+        return int(labels[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def _attribute_problems(gpus: list[Device], labels: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(failures, warnings) about the devices' uuid/productName/memory, against each other and GFD's labels."""
+    fails, warns = [], []
+    for attr, missing in (("uuid", [d.name for d in gpus if not d.uuid]),
+                          ("productName", [d.name for d in gpus if not d.product]),
+                          ("capacity memory", [d.name for d in gpus if d.type == "gpu" and d.memory is None])):
+        if missing:
+            fails.append(f"{', '.join(missing)} without {attr}")
+    uuids = [d.uuid for d in gpus if d.uuid]
+    dup = sorted({u for u in uuids if uuids.count(u) > 1})
+    if dup:
+        fails.append(f"the same uuid on several devices: {', '.join(dup)}")
+    product = labels.get(GFD_PRODUCT)
+    whole = [d for d in gpus if d.type == "gpu"]
+    off = sorted({d.product for d in whole if d.product and product
+                  and not product.startswith(d.product.replace(" ", "-"))})
+    if off:
+        warns.append(f"productName {', '.join(off)} but GFD says {GFD_PRODUCT}={product}")
+    mib = _gfd_int(labels, GFD_MEMORY_MIB)
+    mem_off = sorted({d.memory // 2**20 for d in whole if d.memory is not None and mib is not None
+                      and abs(d.memory // 2**20 - mib) > 1})
+    if mem_off:
+        warns.append(f"capacity memory {', '.join(f'{m} MiB' for m in mem_off)} but GFD says "
+                     f"{GFD_MEMORY_MIB}={mib}")
+    return fails, warns
+
+
+@check("DPL-012", Layer.DEVICE_PLUGIN, "ResourceSlices publish the node's GPUs",
+       hint="The kubelet plugin publishes one pool per node (spec.pool.name = the node) of driver gpu.nvidia.com; "
+            "each GPU is a device with attributes type, uuid, productName and capacity memory. A pool whose newest "
+            "generation lacks slices (resourceSliceCount) is not allocatable. Fewer GPUs than GFD counts means "
+            "the plugin skipped devices (NVML, unhealthy at start).",
+       kubectl="kubectl get resourceslices --field-selector spec.nodeName={node},spec.driver=gpu.nvidia.com -o yaml",
+       detects="no ResourceSlice of gpu.nvidia.com for the node, an incomplete pool, fewer GPUs than "
+               "nvidia.com/gpu.count, devices without uuid/productName/memory (n/a in the device-plugin model)",
+       na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
+def slices_publish_gpus(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    view = dra_view(snap)
+    out = []
+    for node in snap.gpu_node_names:
+        ns_ = view.node(node)
+        labels = node_labels(snap, node)
+        expected = _gfd_int(labels, GFD_COUNT)
+        gpus = ns_.gpus
+        whole = ns_.whole_gpus
+        ev: dict[str, Any] = {"object": f"ResourceSlices of {node}", "field": "spec.devices",
+                              "slices": sorted(name_of(s) for s in ns_.slices),
+                              "observed": [d.name for d in gpus],
+                              "expected": f"{expected} GPU(s) ({GFD_COUNT})" if expected is not None else ">= 1 GPU"}
+
+        def fail(msg: str, ev: dict[str, Any] = ev, node: str = node) -> Finding:
+            # Without a Ready kubelet plugin nothing publishes the node's GPUs: DPL-010 is the cause.
+            return Finding(Status.FAIL, msg, node=node, evidence=ev, explained_by=("DPL-010",))
+
+        if not ns_.slices:
+            out.append(fail(f"no ResourceSlice of driver gpu.nvidia.com for {node}: no GPU of this node can be "
+                            "claimed"))
+            continue
+        if ns_.incomplete:
+            out.append(fail(f"incomplete pool on {node}: {'; '.join(ns_.incomplete)} — the scheduler allocates "
+                            "nothing from it"))
+            continue
+        if not gpus:
+            out.append(fail(f"ResourceSlices of {node} list no GPU device (type gpu or mig)"))
+            continue
+        fails, warns = _attribute_problems(gpus, labels)
+        has_mig = any(d.type == "mig" for d in gpus)
+        if expected is not None and not has_mig and len(whole) != expected:
+            fails.insert(0, f"{len(whole)} GPU device(s) published but GFD counts {GFD_COUNT}={expected}")
+        if fails:
+            out.append(fail(f"ResourceSlices of {node}: {'; '.join(fails)}"))
+        elif warns:
+            out.append(Finding(Status.WARN, f"ResourceSlices of {node}: {'; '.join(warns)}", node=node,
+                               evidence=ev))
+        else:
+            basis = f", as {GFD_COUNT} says" if expected is not None and not has_mig else ""
+            out.append(Finding(Status.PASS, f"{node} publishes {len(gpus)} GPU device(s){basis}", node=node,
+                               evidence=ev))
+    return out
+
+
+@check("DPL-013", Layer.DEVICE_PLUGIN, "a GPU device is free to claim",
+       hint="Every GPU device of the node is allocated to a ResourceClaim: busy, not broken. A new claim waits "
+            "(FailedScheduling 'cannot allocate all claims') until one is released. adminAccess claims (the "
+            "operator's nvidia-dra-validator) do not take a device.",
+       kubectl="kubectl get resourceclaims -A -o wide",
+       detects="WARN when every GPU device of the node is allocated, naming the claims (n/a in the device-plugin "
+               "model)",
+       na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
+def device_free(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    view = dra_view(snap)
+    out = []
+    for node in snap.gpu_node_names:
+        gpus = view.node(node).gpus
+        if not gpus:
+            out.append(Finding(Status.NA, f"no GPU device published for {node} (see DPL-012)", node=node))
+            continue
+        held = {d.name: view.holders[d.key] for d in gpus if d.key in view.holders}
+        ev = {"object": f"ResourceSlices of {node}", "field": "devices allocated (ResourceClaim status.allocation)",
+              "observed": held, "expected": "at least one device free", "devices": [d.name for d in gpus]}
+        if len(held) < len(gpus):
+            out.append(Finding(Status.PASS, f"{len(gpus) - len(held)} of {len(gpus)} GPU device(s) free on {node}",
+                               node=node, evidence=ev))
+            continue
+        claims = sorted({c for cs in held.values() for c in cs})
+        out.append(Finding(Status.WARN, f"every GPU device of {node} is allocated ({len(gpus)}), to "
+                           f"{', '.join(claims)}: busy, not broken", node=node, evidence=ev))
+    return out
