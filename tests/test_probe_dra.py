@@ -383,3 +383,14 @@ def test_rbac_yaml_grants_the_probe_its_template_and_claims_in_its_namespace_onl
     for d in docs:
         if d["kind"] == "ClusterRole":
             assert not any(v in {"create", "delete"} for rule in d["rules"] for v in rule["verbs"])
+
+
+def test_a_claim_pod_without_cdi_injection_fails_prb_004_whatever_the_clusterpolicy_says(world) -> None:
+    snap = dra_snapshot()
+    snap.clusterpolicies[0]["spec"]["cdi"] = {"enabled": False}
+    cluster, probe = world(snap)
+    obs = run(probe)
+    n1 = snap.gpu_node_names[0]
+    obs.pods[n1].logs = obs.pods[n1].logs.replace("NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=all")
+    (fail,) = [f for f in probe_findings(probe.snap, probe.settings) if f.status == Status.FAIL]
+    assert (fail.check_id, fail.node, fail.evidence["cdi_expected"]) == ("PRB-004", n1, True)

@@ -489,8 +489,11 @@ def probe_started(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservati
             continue
         start = start_failure(pod, p.events)
         if start:
-            cdi = (" — the device plugin allocated a CDI device that no CDI spec on the node resolves: the CDI spec "
-                   "is missing or stale (the toolkit writes it)") if "cdi" in str(start["message"]).lower() else ""
+            writer = ("the DRA driver prepared a CDI device for the claim that no CDI spec on the node resolves: "
+                      "the spec its kubelet plugin writes is missing or stale" if p.path != ProbePath.DEVICE_PLUGIN
+                      else "the device plugin allocated a CDI device that no CDI spec on the node resolves: the CDI "
+                      "spec is missing or stale (the toolkit writes it)")
+            cdi = f" — {writer}" if "cdi" in str(start["message"]).lower() else ""
             f.append(Finding(Status.FAIL,
                              f"the runtime could not start the probe container ({start['reason']}): "
                              f"{start['message']}".rstrip(": ") + cdi,
@@ -571,16 +574,21 @@ def probe_sees_gpus(snap: ClusterSnapshot, settings: Settings, obs: ProbeObserva
 
 @check("PRB-004", L, "the GPU arrived the way the mode says (CDI: no runtimeClassName needed)",
        hint="With CDI (operator v25.10+ default) a pod without runtimeClassName gets its GPU from "
-            "containerd/CRI-O CDI injection: NVIDIA_VISIBLE_DEVICES=void and /dev/nvidia* present.",
+            "containerd/CRI-O CDI injection: NVIDIA_VISIBLE_DEVICES=void and /dev/nvidia* present. A device "
+            "claimed from the DRA driver arrives only that way, whatever the ClusterPolicy's CDI setting.",
        kubectl="kubectl logs <probe-pod>",
        detects="CDI expected but the GPU was injected another way, or not at all")
 @_from_observations("PRB-004")
 def probe_injection(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
-    cdi = cdi_expected(snap, settings)
+    mode_cdi = cdi_expected(snap, settings)
 
     def judge(p: PodObservation) -> tuple[Status, str, dict[str, Any]]:
+        # A device the DRA driver prepared reaches the container only as a CDI device (its kubelet plugin writes
+        # the spec from nvcdi's edits: k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/cdi.go), whatever ClusterPolicy says.
+        cdi = mode_cdi or p.path != ProbePath.DEVICE_PLUGIN
         out = p.output
-        ev = {"NVIDIA_VISIBLE_DEVICES": out.visible_devices, "devices": out.devices, "cdi_expected": cdi}
+        ev = {"NVIDIA_VISIBLE_DEVICES": out.visible_devices, "devices": out.devices, "cdi_expected": cdi,
+              "path": p.path}
         if out.gpu_count == 0:
             return Status.FAIL, ("no GPU was injected into the probe container "
                                  "(no runtimeClassName was set, as for any ordinary workload)"), ev
