@@ -87,7 +87,7 @@ _UNUSED_CONTROLLERS = (
     "persistentvolume-attach-detach", "persistentvolume-binder", "persistentvolume-expander",
     "persistentvolume-protection", "persistentvolumeclaim-protection", "ephemeral-volume",
     "volumeattributesclass-protection", "statefulset", "disruption", "horizontal-pod-autoscaler", "cronjob",
-    "resourceclaim", "device-taint-eviction", "replicationcontroller", "ttl", "service-lb", "node-route",
+    "device-taint-eviction", "replicationcontroller", "ttl", "service-lb", "node-route",
     "cloud-node-lifecycle",
 )
 

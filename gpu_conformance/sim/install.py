@@ -24,6 +24,7 @@ import yaml
 
 from gpu_conformance import operands as op
 from gpu_conformance import versions
+from gpu_conformance.sim import dra
 from gpu_conformance.sim.profiles import A100_40GB_MIG, GpuHardware, MigProfile, Profile
 
 Obj = dict[str, Any]
@@ -881,8 +882,13 @@ def nfd_labels(profile: Profile, gpu: bool) -> dict[str, str]:
 def operator_node_labels(profile: Profile, hw: GpuHardware) -> dict[str, str]:
     """Labels the operator puts on a GPU node: gpu.present, deploy labels, MIG config request."""
     labels = {"nvidia.com/gpu.present": "true"}
+    if not profile.has_clusterpolicy:
+        # The GPUCluster stack's own deploy labels (controllers/state_manager.go gpuClusterStateLabels).
+        return {**labels, **dict.fromkeys(dra.GPUCLUSTER_DEPLOY_LABELS, "true")}
     for key in op.expected_deploy_labels(profile.operator_version, hw.mig_capable):
         labels[key] = "true"
+    if profile.dra:
+        labels[dra.DEPLOY_LABEL] = "true"
     if profile.driver_pre_installed:
         # k8s-driver-manager found a working host driver and disabled the driver container here.
         labels[op.DRIVER.deploy_label] = "pre-installed"
@@ -993,7 +999,7 @@ class InstallManifests:
     namespace: str
     namespace_object: Obj
     crds: list[Obj]
-    clusterpolicy: Obj
+    clusterpolicy: Obj | None  # None: the gpucluster model has no ClusterPolicy
     # Created by Helm or the admin, not owned by the ClusterPolicy.
     helm_objects: list[Obj]
     # Created by the operator, owned by the ClusterPolicy (ownerReferences need its uid).
@@ -1003,11 +1009,15 @@ class InstallManifests:
     daemonsets: list[Obj]
     services: list[Obj]
     nodes: list[NodePlan]
+    # The DRA models: the GPUCluster CR (gpucluster only) and the DeviceClasses the DRA driver's state creates.
+    gpucluster: Obj | None = None
+    device_classes: list[Obj] = field(default_factory=list)
 
     @property
     def operand_objects(self) -> list[Obj]:
         """In the order the operator's states create them (pods need their SA and RuntimeClass first)."""
-        return [*self.runtime_classes, *self.service_accounts, *self.configmaps, *self.daemonsets, *self.services]
+        return [*self.runtime_classes, *self.service_accounts, *self.configmaps, *self.device_classes,
+                *self.daemonsets, *self.services]
 
     def daemonset(self, name: str) -> Obj | None:
         return next((d for d in self.daemonsets if d["metadata"]["name"] == name), None)
@@ -1047,8 +1057,11 @@ def node_plans(profile: Profile, gpu_nodes: list[str], cpu_nodes: list[str],
 
 def build(profile: Profile, namespace: str = "gpu-operator", gpu_nodes: list[str] | None = None,
           cpu_nodes: list[str] | None = None, clusterpolicy_uid: str | None = None,
-          now: float | None = None) -> InstallManifests:
-    """Everything a GPU Operator install of this profile consists of, on the given nodes."""
+          now: float | None = None, gpucluster_uid: str | None = None) -> InstallManifests:
+    """Everything a GPU Operator install of this profile consists of, on the given nodes.
+
+    The gpucluster model has no ClusterPolicy: its operands are owned by the GPUCluster (gpucluster_uid).
+    """
     gpu_nodes = list(gpu_nodes or [])
     cpu_nodes = list(cpu_nodes or [])
     helm: list[Obj] = [{"apiVersion": "v1", "kind": "ServiceAccount",
@@ -1057,21 +1070,32 @@ def build(profile: Profile, namespace: str = "gpu-operator", gpu_nodes: list[str
     helm += [operator_deployment(profile, namespace), *nfd_objects(profile, namespace)]
     if cm := time_slicing_configmap(profile, namespace):
         helm.append(cm)
-    daemonsets = operand_daemonsets(profile, namespace, clusterpolicy_uid)
+    cp = profile.has_clusterpolicy
+    daemonsets = operand_daemonsets(profile, namespace, clusterpolicy_uid) if cp else []
+    service_accts = service_accounts(profile, namespace, daemonsets, clusterpolicy_uid) if cp else []
+    device_classes: list[Obj] = []
+    if profile.dra:
+        # dra-driver: deployed beside the ClusterPolicy, which has no draDriver field to own it (dra.py).
+        owner = dra.owner_reference("GPUCluster", dra.GPUCLUSTER_NAME, gpucluster_uid) if gpucluster_uid else None
+        daemonsets.append(dra.kubelet_plugin_daemonset(profile, namespace, owner))
+        service_accts.append(dra.service_account(namespace, owner))
+        device_classes = dra.device_classes()
     return InstallManifests(
         profile=profile,
         namespace=namespace,
         namespace_object={"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": namespace, "labels": {"kubernetes.io/metadata.name": namespace}}},
-        crds=crds(profile),
-        clusterpolicy=clusterpolicy(profile),
+        crds=crds(profile) + ([dra.gpucluster_crd()] if profile.dra else []),
+        clusterpolicy=clusterpolicy(profile) if cp else None,
         helm_objects=helm,
-        runtime_classes=runtime_classes(profile, clusterpolicy_uid),
-        service_accounts=service_accounts(profile, namespace, daemonsets, clusterpolicy_uid),
-        configmaps=operand_configmaps(profile, namespace, clusterpolicy_uid),
+        runtime_classes=runtime_classes(profile, clusterpolicy_uid) if cp else [],
+        service_accounts=service_accts,
+        configmaps=operand_configmaps(profile, namespace, clusterpolicy_uid) if cp else [],
         daemonsets=daemonsets,
-        services=services(profile, namespace, clusterpolicy_uid),
+        services=services(profile, namespace, clusterpolicy_uid) if cp else [],
         nodes=node_plans(profile, gpu_nodes, cpu_nodes, now),
+        gpucluster=None if cp else dra.gpucluster(profile),
+        device_classes=device_classes,
     )
 
 

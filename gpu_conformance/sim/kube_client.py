@@ -23,12 +23,17 @@ _GROUPED = {"Deployment": ("apps/v1", "deployments"), "DaemonSet": ("apps/v1", "
             "RuntimeClass": ("node.k8s.io/v1", "runtimeclasses"),
             "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions"),
             "ClusterPolicy": ("nvidia.com/v1", "clusterpolicies"),
-            "NVIDIADriver": ("nvidia.com/v1alpha1", "nvidiadrivers")}
+            "NVIDIADriver": ("nvidia.com/v1alpha1", "nvidiadrivers"),
+            "GPUCluster": ("nvidia.com/v1alpha1", "gpuclusters"),
+            "ResourceSlice": ("resource.k8s.io/v1", "resourceslices"),
+            "DeviceClass": ("resource.k8s.io/v1", "deviceclasses"),
+            "ResourceClaim": ("resource.k8s.io/v1", "resourceclaims"),
+            "ResourceClaimTemplate": ("resource.k8s.io/v1", "resourceclaimtemplates")}
 # Everything the sim writes must fit the real schemas (the operator's CRDs included): unknown or duplicate
 # fields are an error, not silently pruned.
 _STRICT = [("fieldValidation", "Strict")]
 _CLUSTER_SCOPED = {"Namespace", "Node", "RuntimeClass", "CustomResourceDefinition", "ClusterPolicy",
-                   "NVIDIADriver"}
+                   "NVIDIADriver", "GPUCluster", "ResourceSlice", "DeviceClass"}
 
 
 def collection_path(kind: str, namespace: str | None = None) -> str:

@@ -16,7 +16,9 @@ is the kubelet and the programs for the operand side, in the order a real node g
   unregisters);
 * GFD's pod runs -> the GFD labels (the operator then deploys mig-manager on MIG-capable GPUs);
 * mig-manager's pod runs -> nvidia.com/mig.config.state=success;
-* the cuda validator pod's vectorAdd runs -> the pod completes.
+* the cuda validator pod's vectorAdd runs -> the pod completes;
+* the DRA models: the DRA driver's kubelet plugin pod is Ready -> it publishes the node's ResourceSlice (sim/dra.py);
+  the pod is gone or not Ready -> the slice is withdrawn (kubelet deletes a deregistered driver's slices).
 
 What is wrong on a machine itself, where no Kubernetes object shows it (a driver that cannot load, a
 clobbered containerd config, a failing vectorAdd), faults record in the ConfigMap gpu-sim-hosts
@@ -48,8 +50,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance import operands as op
+from gpu_conformance.sim import dra, pod_states
 from gpu_conformance.sim import install as inst
-from gpu_conformance.sim import pod_states
 from gpu_conformance.sim.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
 from gpu_conformance.sim.profiles import Profile, get_profile
 from gpu_conformance.sim.watch_cache import WatchCache, WatchSet
@@ -252,6 +254,7 @@ class OperandSim:
         self.advertised: dict[str, str] = {}       # node -> device-plugin pod uid whose resources are in
         self.labelled: dict[tuple[str, str], str] = {}  # (node, operand key) -> pod uid
         self.crashed_drivers: set[str] = set()    # driver pod uids this loop made crash-loop
+        self.published: dict[str, str] = {}       # node -> DRA kubelet plugin pod uid whose ResourceSlice is in
         self.seeded = False
         self.pods: list[Obj] = []                  # what the last round listed
         self._plans: dict[str, inst.NodePlan] = {}
@@ -369,6 +372,9 @@ class OperandSim:
         dp = v.running(op.DEVICE_PLUGIN.daemonset)
         if dp is not None and any(k in cap for k in v.plan.gpu_resources):
             self.advertised[v.name] = dp["metadata"]["uid"]
+        plugin = v.current(dra.KUBELET_PLUGIN)
+        if self.profile.dra and plugin is not None and _ready(plugin) and node_slices(self.kube, v.name):
+            self.published[v.name] = plugin["metadata"]["uid"]
         labels = v.node["metadata"].get("labels") or {}
         for operand in (op.GFD, op.MIG_MANAGER):
             pod = v.running(operand.daemonset)
@@ -503,6 +509,8 @@ class OperandSim:
                 actions.append(lambda n=v.name, z=zero: self._applied(self.kube.patch(
                     "Node", n, {"status": {"allocatable": z}}, status=True)))
             del self.advertised[v.name]
+        if self.profile.dra:
+            actions += self._resource_slices(v)
         for operand in (op.GFD, op.MIG_MANAGER):
             pod = v.running(operand.daemonset)
             labels = plan.operand_labels.get(operand.key)
@@ -511,6 +519,37 @@ class OperandSim:
                     self.kube.patch("Node", n, {"metadata": {"labels": lb}})))
                 self.labelled[(v.name, operand.key)] = pod["metadata"]["uid"]
         return actions
+
+
+    def _resource_slices(self, v: _Node) -> list[Action]:
+        """The kubelet plugin publishes the node's GPUs once Ready (again after a restart); gone, they are withdrawn."""
+        plugin = v.current(dra.KUBELET_PLUGIN)
+        uid = plugin["metadata"]["uid"] if plugin is not None and _ready(plugin) else None
+        if uid is not None and self.published.get(v.name) != uid and v.plan.hardware is not None:
+            self.published[v.name] = uid
+            sl = dra.resource_slice(v.name, v.node["metadata"].get("uid", ""), v.plan.hardware, self.profile)
+            return [lambda n=v.name, obj=sl: self._republish(n, obj)]
+        if uid is None and v.name in self.published:
+            del self.published[v.name]
+            return [lambda n=v.name: self._withdraw(n)]
+        return []
+
+    def _withdraw(self, node: str) -> None:
+        for sl in node_slices(self.kube, node):
+            with contextlib.suppress(ApiException):  # gone meanwhile
+                self.kube.delete("ResourceSlice", sl["metadata"]["name"])
+
+    def _republish(self, node: str, obj: Obj) -> None:
+        self._withdraw(node)
+        self.kube.create(obj)
+
+
+def node_slices(kube: Any, node: str) -> list[Obj]:
+    """The DRA GPU driver's ResourceSlices of a node."""
+    from gpu_conformance.sim.kube_client import collection_path
+
+    query = [("fieldSelector", f"spec.nodeName={node},spec.driver={dra.DRIVER_NAME}")]
+    return kube.request("GET", collection_path("ResourceSlice"), query=query).get("items") or []
 
 
 class OperatorPause:

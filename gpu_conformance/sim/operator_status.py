@@ -12,6 +12,9 @@ DaemonSet controller has counted anything, reports ready/Reconciled. Any state n
 ClusterPolicy `notReady`, Ready=False/Error, Error=True/OperandNotReady with the message below, whichever
 node the unavailable pod is on. A stopped operator writes nothing: its last status stays.
 
+The gpucluster model has no ClusterPolicy; its GPUCluster gets the status the v26.7.0 GPUCluster controller writes
+(sim/dra.py gpucluster_status): ready once the DRA driver's kubelet plugin DaemonSet is, else notReady.
+
     python -m gpu_conformance.sim.operator_status --kubeconfig K --namespace NS --version V   # the loop
 """
 
@@ -164,6 +167,7 @@ class StatusWriter:
         # A watch_cache.WatchSet with "DaemonSet", "Pod", "ControllerRevision", "Node": the loop's copies (at
         # 1,000 nodes a LIST of the pods and nodes every second was a large share of the API server's CPU).
         self.watches = watches
+        self._no_gpucluster = False  # the GPUCluster CRD is not installed (the install creates it before the loop)
 
     def _list(self, kind: str, namespace: str | None = None) -> list[Obj]:
         if self.watches is not None and kind in self.watches.caches:
@@ -199,11 +203,42 @@ class StatusWriter:
         return {"name": cp["metadata"]["name"], "current": cp.get("status"),
                 "status": apply_status(cp.get("status"), self.namespace, state, true_type, reason, message, now)}
 
+    def write_gpucluster(self) -> Obj | None:
+        """The GPUCluster's status, written if it changed (None: no GPUCluster)."""
+        from kubernetes.client.exceptions import ApiException
+
+        from gpu_conformance.sim import dra
+
+        if self._no_gpucluster:
+            return None
+        try:
+            gcs = self.kube.list("GPUCluster")
+        except ApiException as e:
+            if e.status == 404:
+                self._no_gpucluster = True
+                return None
+            raise
+        if not gcs:
+            return None
+        gc = gcs[0]
+        dss = {d["metadata"]["name"]: d for d in self._list("DaemonSet", self.namespace)}
+        ds = dss.get(dra.KUBELET_PLUGIN)
+        # A DaemonSet not created yet is not ready here: the GPUCluster controller renders it in the same reconcile.
+        ready = ds is not None and daemonset_ready(ds, self._list("Pod", self.namespace),
+                                                   self._list("ControllerRevision", self.namespace))
+        current = gc.get("status") or {}
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        want = dra.gpucluster_status(self.namespace, ready, now)
+        if current.get("state") == want["state"] and current.get("namespace") == want["namespace"]:
+            return current
+        self.kube.patch("GPUCluster", gc["metadata"]["name"], {"status": want}, status=True)
+        return want
+
     def write(self) -> Obj | None:
         """Recompute and write if it changed; returns the status now in place (None: no ClusterPolicy)."""
         got = self.compute()
         if got is None:
-            return None
+            return self.write_gpucluster()
         if not status_equal(got["current"], got["status"]):
             self.kube.patch("ClusterPolicy", got["name"], {"status": got["status"]}, status=True)
         return got["status"]

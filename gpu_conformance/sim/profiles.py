@@ -32,6 +32,7 @@ class ComponentVersions:
     validator_repository: str
     validator_image: str
     gds: str = ""  # nvidia-fs image tag (gds.version), used only when gds.enabled
+    dra_driver: str = ""  # draDriver.version (dra-driver-nvidia-gpu image), from v26.7.0
 
 
 _NEW_VALIDATOR = ("nvcr.io/nvidia", "gpu-operator")
@@ -55,7 +56,7 @@ COMPONENTS: dict[str, ComponentVersions] = {
         "4.5.2-1-ubuntu22.04", "v0.14.2", "0.18.3", *_NEW_VALIDATOR, "2.27.3"),
     "v26.7.0": ComponentVersions(
         "v26.7.0", "595.91.07", "v0.12.0", "v1.20.0", "v0.20.0", "4.6.0-4.8.3-distroless",
-        "4.6.0-1-ubuntu24.04", "v0.15.0", "0.19.0", *_NEW_VALIDATOR, "2.29.4"),
+        "4.6.0-1-ubuntu24.04", "v0.15.0", "0.19.0", *_NEW_VALIDATOR, "2.29.4", "v0.5.0"),
 }
 
 
@@ -169,6 +170,10 @@ class Profile:
     os_version_id: str = "22.04"
     os_image: str = "Ubuntu 22.04.5 LTS"
     kernel_version: str = "5.15.0-153-generic"
+    # How pods get GPUs: "device-plugin" (ClusterPolicy + device plugin), "dra-driver" (ClusterPolicy with the
+    # device plugin off and NVIDIA's DRA driver publishing ResourceSlices) or "gpucluster" (the GPUCluster CR of
+    # v26.7.0: DRA driver, no ClusterPolicy, no toolkit/validator/device plugin/GFD; the driver is the host's).
+    resource_model: str = "device-plugin"
     # What the profile's cluster legitimately lacks, for the report of expected n/a verdicts.
     lacks: tuple[str, ...] = field(default_factory=tuple)
 
@@ -217,6 +222,15 @@ class Profile:
     @property
     def driver_pods_expected(self) -> bool:
         return self.driver_enabled and not self.host_driver
+
+    @property
+    def dra(self) -> bool:
+        """GPUs are published as ResourceSlices by the DRA driver's kubelet plugin."""
+        return self.resource_model != "device-plugin"
+
+    @property
+    def has_clusterpolicy(self) -> bool:
+        return self.resource_model != "gpucluster"
 
     def hardware_for(self, index: int) -> GpuHardware:
         return self.gpu_hardware[min(index, len(self.gpu_hardware) - 1)]
@@ -294,6 +308,28 @@ _add(Profile(
     "v26.7",
     "v26.7.0 (latest) with Helm defaults: driver 595.91.07, nodes also carry nvidia.com/gpu.deploy.client.",
     operator_version="v26.7.0",
+))
+
+
+_add(Profile(
+    "dra-driver",
+    "v26.7.0 with devicePlugin.enabled=false and NVIDIA's DRA driver (kubelet plugin DaemonSet "
+    "nvidia-dra-driver-kubelet-plugin and DeviceClasses as the operator's state-dra-driver renders them): GPUs are "
+    "ResourceSlices of driver gpu.nvidia.com, requested through ResourceClaims. The v26.7.0 ClusterPolicy CRD has "
+    "no draDriver field, so the ClusterPolicy itself only shows the device plugin off.",
+    operator_version="v26.7.0", device_plugin_enabled=False, resource_model="dra-driver",
+    lacks=("nvidia-device-plugin-daemonset and nvidia.com/gpu resources (GPUs are claimed through DRA)",),
+))
+_add(Profile(
+    "gpucluster",
+    "v26.7.0 with gpuCluster.deployCR=true and clusterPolicy.deployCR=false (tech preview): a GPUCluster CR, no "
+    "ClusterPolicy; the operator runs the DRA driver's kubelet plugin on nodes labelled "
+    "nvidia.com/gpu.deploy.dra-driver; the driver is installed on the hosts (GPUCluster does not manage it).",
+    operator_version="v26.7.0", resource_model="gpucluster", driver_enabled=False, toolkit_enabled=False,
+    device_plugin_enabled=False, gfd_enabled=False, dcgm_exporter_enabled=False, mig_manager_enabled=False,
+    host_driver=True, host_driver_version="595.91.07",
+    lacks=("ClusterPolicy and all its operands (toolkit, validator, device plugin, GFD, MIG manager)",
+           "GFD labels (no GFD in the GPUCluster stack)", "dcgm-exporter (left off in this profile)"),
 ))
 
 

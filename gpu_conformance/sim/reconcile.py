@@ -237,10 +237,11 @@ def wait_established(kube: Kube, crds: list[Obj], deadline: float) -> None:
                 return False
         return True
 
-    _wait(established, deadline, lambda: "ClusterPolicy/NVIDIADriver CRDs were not Established in time")
+    _wait(established, deadline, lambda: "the operator's CRDs were not Established in time")
 
 
 def create_clusterpolicy(kube: Kube, obj: Obj, deadline: float) -> Obj:
+    """Create the operator's CR (ClusterPolicy, or the GPUCluster of the gpucluster model)."""
     # Right after Established the new resource can still 404 for a moment (discovery catching up).
     while True:
         try:
@@ -310,17 +311,24 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
     create_all(kube, [o for o in preview.helm_objects if o["kind"] not in ("ServiceAccount", "ConfigMap")])
     mark("helm")
     wait_established(kube, preview.crds, deadline)
-    cp = create_clusterpolicy(kube, preview.clusterpolicy, deadline)
-    uid = cp["metadata"]["uid"]
-    # The operator's first reconcile runs before its DaemonSets exist, and a DaemonSet not found counts as
-    # ready: the real operator writes ready/Reconciled here (a race a suite run right after install sees).
     status_writer = StatusWriter(kube, namespace, p.operator_version)
-    status_writer.write()
+    if preview.clusterpolicy is not None:
+        cp = create_clusterpolicy(kube, preview.clusterpolicy, deadline)
+        uid = cp["metadata"]["uid"]
+        # The operator's first reconcile runs before its DaemonSets exist, and a DaemonSet not found counts as
+        # ready: the real operator writes ready/Reconciled here (a race a suite run right after install sees).
+        status_writer.write()
+        manifests = inst.build(p, namespace, gpu_names, cpu_names, clusterpolicy_uid=uid)
+    else:
+        assert preview.gpucluster is not None
+        uid = ""
+        gc = create_clusterpolicy(kube, preview.gpucluster, deadline)  # same 404-after-Established retry
+        manifests = inst.build(p, namespace, gpu_names, cpu_names, gpucluster_uid=gc["metadata"]["uid"])
     mark("clusterpolicy")
 
-    manifests = inst.build(p, namespace, gpu_names, cpu_names, clusterpolicy_uid=uid)
     # RuntimeClasses and ServiceAccounts before any pod that names them (admission rejects the pod).
-    create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps])
+    create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps,
+                      *manifests.device_classes])
     create_all(kube, [*manifests.daemonsets, *manifests.services])
     mark("operands")
 

@@ -1,0 +1,249 @@
+"""The DRA side of a simulated GPU Operator v26.7.0: the DRA driver's kubelet plugin, DeviceClasses, ResourceSlices,
+and the GPUCluster CR with the status its controller writes.
+
+What v26.7.0 deploys (NVIDIA/gpu-operator at v26.7.0):
+
+* `manifests/state-dra-driver/0500_daemonset.yaml`: DaemonSet `nvidia-dra-driver-kubelet-plugin` (label and
+  selector `app`), nodeSelector `nvidia.com/gpu.deploy.dra-driver=true`, init container `driver-validation`
+  (the validator in the operator image, COMPONENT=driver, WITH_WAIT=true), container `gpus` running
+  `gpu-kubelet-plugin`. The compute-domains container and the controller Deployment (0600) exist only with
+  computeDomains enabled; the profiles here leave it off (no multi-node NVLink on the simulated machines).
+* `manifests/state-dra-driver/0400..0430`: DeviceClasses `gpu.nvidia.com`, `mig.nvidia.com`, `vfio.gpu.nvidia.com`
+  selecting `device.driver == 'gpu.nvidia.com'` by the `type` attribute. No extendedResourceName.
+* `api/nvidia/v1alpha1/gpucluster_types.go`: GPUCluster (cluster-scoped singleton `gpu-cluster`),
+  status.state ready|notReady|disabled, status.namespace, metav1 conditions; `controllers/gpucluster_controller.go`
+  + `internal/conditions/gpucluster.go`: Ready=True/Reconciled "All resources have been successfully
+  reconciled" with Error=False, or Ready=False + Error=True/OperandNotReady "Waiting for operand pods to be ready".
+* The Helm chart's `draDriver` values: image nvcr.io/nvidia/dra-driver-nvidia-gpu:v0.5.0.
+
+What the kubelet plugin publishes (NVIDIA/k8s-dra-driver-gpu v0.4.0, the newest tag stored;
+cmd/gpu-kubelet-plugin/deviceinfo.go, partitions.go, driver.go, main.go): driver `gpu.nvidia.com`, one pool named
+after the node, one device `gpu-<minor>` per full GPU with attributes type=gpu, uuid, productName, brand,
+architecture, cudaComputeCapability, driverVersion, cudaDriverVersion (versions as semver) and
+resource.kubernetes.io/pciBusID, and capacity `memory` in bytes.
+
+The v26.7.0 ClusterPolicy CRD has no draDriver field: the DRA driver is an operand of the GPUCluster stack only.
+The `dra-driver` profile therefore pairs a ClusterPolicy (device plugin off) with the DRA driver deployed as
+state-dra-driver renders it, owned by nothing the ClusterPolicy knows about (see profiles.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_conformance.sim.nvidia_smi import gpu_name, gpu_uuid
+from gpu_conformance.sim.profiles import GpuHardware, Profile
+
+Obj = dict[str, Any]
+
+DRIVER_NAME = "gpu.nvidia.com"
+KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
+KUBELET_PLUGIN_CONTAINER = "gpus"
+DEPLOY_LABEL = "nvidia.com/gpu.deploy.dra-driver"
+GPU_DEVICE_CLASS = "gpu.nvidia.com"
+RESOURCE_API = "resource.k8s.io/v1"
+GPUCLUSTER_API = "nvidia.com/v1alpha1"
+GPUCLUSTER_NAME = "gpu-cluster"
+GPUCLUSTER_CRD = "gpuclusters.nvidia.com"
+READY_MESSAGE = "All resources have been successfully reconciled"
+NOT_READY_MESSAGE = "Waiting for operand pods to be ready"
+# The deploy labels the GPUCluster stack gates its operands on (controllers/state_manager.go gpuClusterStateLabels).
+GPUCLUSTER_DEPLOY_LABELS = ("nvidia.com/gpu.deploy.driver", DEPLOY_LABEL, "nvidia.com/gpu.deploy.dra-validator",
+                            "nvidia.com/gpu.deploy.dcgm-dra", "nvidia.com/gpu.deploy.dcgm-exporter-dra")
+_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# NVML's architecture string per GFD family (nvlib GetArchitectureAsString).
+_ARCHITECTURE = {"hopper": "Hopper", "ampere": "Ampere", "turing": "Turing", "blackwell": "Blackwell"}
+# NVML brand strings: data-centre parts report "Nvidia", the Tesla line "Tesla".
+_BRAND = {"turing": "Tesla"}
+
+
+def image(profile: Profile) -> str:
+    return f"nvcr.io/nvidia/dra-driver-nvidia-gpu:{profile.components.dra_driver}"
+
+
+def owner_reference(kind: str, name: str, uid: str) -> Obj:
+    return {"apiVersion": GPUCLUSTER_API if kind == "GPUCluster" else "nvidia.com/v1", "kind": kind, "name": name,
+            "uid": uid, "controller": True, "blockOwnerDeletion": True}
+
+
+def kubelet_plugin_daemonset(profile: Profile, namespace: str, owner: Obj | None = None) -> Obj:
+    """The kubelet plugin's DaemonSet, trimmed to what a check can observe (0500_daemonset.yaml)."""
+    labels = {"app.kubernetes.io/name": "nvidia-dra-driver", "app.kubernetes.io/component": KUBELET_PLUGIN,
+              "app": KUBELET_PLUGIN}
+    validator = f"nvcr.io/nvidia/gpu-operator:{profile.components.operator}"
+    mounts = [{"name": "validations", "mountPath": "/run/nvidia/validations"}]
+    init = {"name": "driver-validation", "image": validator, "command": ["nvidia-validator"],
+            "securityContext": {"privileged": True, "runAsUser": 0},
+            "env": [{"name": "COMPONENT", "value": "driver"}, {"name": "WITH_WAIT", "value": "true"},
+                    {"name": "DRIVER_VALIDATION_SKIP_GPU_INIT", "value": "true"},
+                    {"name": "DISABLE_DEV_CHAR_SYMLINK_CREATION", "value": "true"}],
+            "volumeMounts": mounts}
+    gpus = {"name": KUBELET_PLUGIN_CONTAINER, "image": image(profile), "command": ["bash", "-c"],
+            "args": ["exec gpu-kubelet-plugin -v \"${LOG_VERBOSITY}\""], "securityContext": {"privileged": True},
+            "env": [{"name": "LOG_VERBOSITY", "value": "4"}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+                    {"name": "CDI_ROOT", "value": "/var/run/cdi"},
+                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "KUBELET_REGISTRAR_DIRECTORY_PATH", "value": "/var/lib/kubelet/plugins_registry"},
+                    {"name": "KUBELET_PLUGINS_DIRECTORY_PATH", "value": "/var/lib/kubelet/plugins"}],
+            "volumeMounts": [{"name": "plugins-registry", "mountPath": "/var/lib/kubelet/plugins_registry"},
+                             {"name": "plugins", "mountPath": "/var/lib/kubelet/plugins",
+                              "mountPropagation": "Bidirectional"},
+                             {"name": "cdi", "mountPath": "/var/run/cdi"},
+                             {**mounts[0], "readOnly": True}]}
+    gpu_node_terms = [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]}]} for k, v in (
+        ("feature.node.kubernetes.io/pci-10de.present", "true"),
+        ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"), ("nvidia.com/gpu.present", "true"))]
+    meta: Obj = {"name": KUBELET_PLUGIN, "namespace": namespace, "labels": dict(labels)}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": {"app": KUBELET_PLUGIN}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "priorityClassName": "system-node-critical",
+                "serviceAccountName": "nvidia-dra-driver-kubeletplugin",
+                "nodeSelector": {DEPLOY_LABEL: "true"},
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": gpu_node_terms}}},
+                "tolerations": [_TOLERATION],
+                "initContainers": [init], "containers": [gpus],
+                "volumes": [{"name": "plugins-registry", "hostPath": {"path": "/var/lib/kubelet/plugins_registry"}},
+                            {"name": "plugins", "hostPath": {"path": "/var/lib/kubelet/plugins"}},
+                            {"name": "cdi", "hostPath": {"path": "/var/run/cdi"}},
+                            {"name": "validations", "hostPath": {"path": "/run/nvidia/validations",
+                                                                  "type": "DirectoryOrCreate"}}]}},
+        },
+    }
+
+
+def service_account(namespace: str, owner: Obj | None = None) -> Obj:
+    meta: Obj = {"name": "nvidia-dra-driver-kubeletplugin", "namespace": namespace}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
+
+
+def device_classes() -> list[Obj]:
+    """gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com (0400-0430; compute-domain classes need computeDomains)."""
+    out = []
+    for name, kind in ((GPU_DEVICE_CLASS, "gpu"), ("mig.nvidia.com", "mig"), ("vfio.gpu.nvidia.com", "vfio")):
+        expr = f"device.driver == '{DRIVER_NAME}' && device.attributes['{DRIVER_NAME}'].type == '{kind}'"
+        out.append({"apiVersion": RESOURCE_API, "kind": "DeviceClass", "metadata": {"name": name},
+                    "spec": {"selectors": [{"cel": {"expression": expr}}]}})
+    return out
+
+
+def gpucluster_crd() -> Obj:
+    """Our own schema of the GPUCluster CRD: the real group/kind/scope/short name and status subresource; the spec
+    is kept whole (x-kubernetes-preserve-unknown-fields) since the sim only writes the chart's values into it."""
+    status = {"type": "object", "properties": {
+        "state": {"type": "string", "enum": ["ready", "notReady", "disabled"]},
+        "namespace": {"type": "string"},
+        "conditions": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": GPUCLUSTER_CRD},
+        "spec": {"group": "nvidia.com", "scope": "Cluster",
+                 "names": {"kind": "GPUCluster", "listKind": "GPUClusterList", "plural": "gpuclusters",
+                           "singular": "gpucluster", "shortNames": ["gc"]},
+                 "versions": [{"name": "v1alpha1", "served": True, "storage": True,
+                               "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                   "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                                   "metadata": {"type": "object"},
+                                   "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                   "status": status}}}}]},
+    }
+
+
+def gpucluster(profile: Profile) -> Obj:
+    """The GPUCluster the chart renders with gpuCluster.deployCR=true (templates/gpucluster.yaml, default values)."""
+    c = profile.components
+    return {
+        "apiVersion": GPUCLUSTER_API, "kind": "GPUCluster",
+        "metadata": {"name": GPUCLUSTER_NAME, "labels": {
+            "app.kubernetes.io/component": "gpu-operator", "app.kubernetes.io/managed-by": "Helm",
+            "helm.sh/chart": f"gpu-operator-{c.operator}"},
+            "annotations": {"helm.sh/resource-policy": "keep"}},
+        "spec": {
+            "draDriver": {"repository": "nvcr.io/nvidia", "image": "dra-driver-nvidia-gpu", "version": c.dra_driver,
+                          "imagePullPolicy": "IfNotPresent", "computeDomains": {"enabled": False}},
+            "dcgm": {"enabled": False},
+            "dcgmExporter": {"enabled": False},
+            "hostPaths": {"driverInstallDir": "/run/nvidia/driver"},
+            "daemonsets": {"priorityClassName": "system-node-critical", "tolerations": [_TOLERATION],
+                           "updateStrategy": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "1"}},
+        },
+    }
+
+
+def gpucluster_status(namespace: str, ready: bool, now: str) -> Obj:
+    """status of the GPUCluster as the controller leaves it after a reconcile."""
+    if ready:
+        conds = [{"type": "Ready", "status": "True", "reason": "Reconciled", "message": READY_MESSAGE},
+                 {"type": "Error", "status": "False", "reason": "Ready", "message": ""}]
+    else:
+        conds = [{"type": "Ready", "status": "False", "reason": "OperandNotReady", "message": NOT_READY_MESSAGE},
+                 {"type": "Error", "status": "True", "reason": "OperandNotReady", "message": NOT_READY_MESSAGE}]
+    for c in conds:
+        c["lastTransitionTime"] = now
+    return {"state": "ready" if ready else "notReady", "namespace": namespace, "conditions": conds}
+
+
+# ---- what the kubelet plugin publishes -----------------------------------------------------------
+def _semver(version: str) -> str:
+    """Masterminds semver's String() of a loose version: missing parts 0, leading zeros dropped."""
+    parts = [str(int(p)) for p in version.split(".")[:3]]
+    return ".".join(parts + ["0"] * (3 - len(parts)))
+
+
+def gpu_device(node: str, index: int, hw: GpuHardware, driver_version: str, cuda_version: str) -> Obj:
+    """One full GPU as the plugin announces it (GpuInfo.GetDevice)."""
+    def s(v: str) -> Obj:
+        return {"string": v}
+
+    def ver(v: str) -> Obj:
+        return {"version": _semver(v)}
+
+    return {"name": f"gpu-{index}", "attributes": {
+        "type": s("gpu"), "uuid": s(gpu_uuid(node, index)), "productName": s(gpu_name(hw.product)),
+        "brand": s(_BRAND.get(hw.family, "Nvidia")), "architecture": s(_ARCHITECTURE.get(hw.family, hw.family)),
+        "cudaComputeCapability": ver(f"{hw.compute_major}.{hw.compute_minor}"),
+        "driverVersion": ver(driver_version), "cudaDriverVersion": ver(cuda_version),
+        "resource.kubernetes.io/pciBusID": s(f"0000:{0x18 + 0x10 * index:02x}:00.0")},
+        "capacity": {"memory": {"value": f"{hw.memory_mib}Mi"}}}
+
+
+def resource_slice(node: str, node_uid: str, hw: GpuHardware, profile: Profile, generation: int = 1) -> Obj:
+    """The node's one ResourceSlice: pool = node name, a device per GPU (MIG-enabled GPUs are not modelled)."""
+    devices = [gpu_device(node, i, hw, profile.driver_version, profile.cuda_version) for i in range(hw.count)]
+    return {
+        "apiVersion": RESOURCE_API, "kind": "ResourceSlice",
+        "metadata": {"generateName": f"{node}-{DRIVER_NAME}-",
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
+                                          "controller": True}]},
+        "spec": {"driver": DRIVER_NAME, "nodeName": node,
+                 "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+                 "devices": devices},
+    }
+
+
+def allocated_uuids(claim: Obj, slices: list[Obj]) -> list[str]:
+    """The GPU UUIDs a ResourceClaim was allocated: status.allocation.devices.results -> the slice's device uuid."""
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    by_key: dict[tuple[str, str, str], str] = {}
+    for sl in slices:
+        spec = sl.get("spec") or {}
+        pool = (spec.get("pool") or {}).get("name", "")
+        for d in spec.get("devices") or []:
+            uuid = ((d.get("attributes") or {}).get("uuid") or {}).get("string")
+            if uuid:
+                by_key[(spec.get("driver", ""), pool, d.get("name", ""))] = uuid
+    out = []
+    for r in results:
+        uuid = by_key.get((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
+        if uuid:
+            out.append(uuid)
+    return out
