@@ -295,6 +295,11 @@ def settled(obs: PodObservation, unschedulable_for: float) -> bool:
     pod = obs.pod or {}
     if obs.phase in FINISHED or pull_failure(pod) or start_failure(pod):
         return True
+    if not (pod.get("spec") or {}).get("nodeName") and any(e.get("reason") == CLAIM_CREATION_FAILED
+                                                          for e in obs.events):
+        # The claim controller could not create the pod's claim from the run's template: kube-scheduler never
+        # tries the pod (no condition, no FailedScheduling), and retries meet the same refusal.
+        return True
     return unschedulable(pod) and unschedulable_for >= UNSCHEDULABLE_GRACE
 
 
