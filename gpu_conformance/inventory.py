@@ -24,6 +24,9 @@ KINDS = (
     "daemonset", "deployment", "init-container", "pod-label", "node-label", "node-annotation", "node-resource",
     "clusterpolicy-state", "clusterpolicy-condition", "clusterpolicy-reason", "clusterpolicy-message",
     "operator-state", "nvidiadriver-state", "nvidiadriver-condition", "nvidiadriver-reason", "event-reason",
+    # The DRA models (resource_model.py).
+    "gpucluster-state", "gpucluster-condition", "gpucluster-reason", "deviceclass", "resourceslice-field",
+    "resourceclaim-field",
 )
 
 

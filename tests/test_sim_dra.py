@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from gpu_conformance.cluster.connect import raw_request
+from gpu_conformance.probe_output import ProbeOutput, parse_probe_output
 from gpu_conformance.sim import dra
 from gpu_conformance.sim.kube_client import Kube
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
@@ -93,6 +95,18 @@ def test_claim_pod_is_allocated_a_gpu_of_its_node_and_runs(kube: Kube) -> None:
     uuids = dra.allocated_uuids(claim, kube.list("ResourceSlice"))
     assert len(uuids) == 1 and uuids[0] in {gpu_uuid(node, i) for i in range(8)}
     assert [r["name"] for r in claim["status"]["reservedFor"]] == ["claimer"]
+    # What the container prints names exactly that GPU, and its device node by the device's minor.
+    minor = int(result["device"].removeprefix("gpu-"))
+
+    def output() -> ProbeOutput | None:
+        text = raw_request(kube.client, "GET", f"/api/v1/namespaces/{NS}/pods/claimer/log",
+                           [("container", "gpu-probe")]).decode()
+        out = parse_probe_output(text)
+        return out if out.complete else None
+
+    out = wait_for(output, "the claim pod's own output", timeout=20)
+    assert out.uuids == uuids and out.visible_devices == "void"
+    assert f"/dev/nvidia{minor}" in out.devices and len([d for d in out.devices if d[11:].isdigit()]) == 1
 
 
 def test_slice_is_withdrawn_with_the_plugin_pod_and_published_again(kube: Kube, sim: Any) -> None:

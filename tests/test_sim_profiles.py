@@ -22,6 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 EXPECTED_NA = {
     "host-driver": {"DRV-002"},          # no operator driver pod: the host provides the driver
     "preinstalled-driver": {"DRV-002"},  # driver detected on the host: the driver DaemonSet has no pods
+    # DRA models: GPUs are ResourceSlices, not the device plugin's resources; dra-driver has no GPUCluster.
+    "dra-driver": {*(f"DPL-00{i}" for i in range(1, 9)), "OPR-008"},
+    # gpucluster: no ClusterPolicy, so none of its operands (driver, toolkit, validator, device plugin, GFD).
+    "gpucluster": {*(f"DPL-00{i}" for i in range(1, 9)), "DRV-002", "DRV-003", "DRV-004", "DRV-005", "LBL-001",
+                   "OPR-002", "OPR-003", "OPR-006", "OPR-007"},
 }
 
 

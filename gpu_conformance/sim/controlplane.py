@@ -460,7 +460,9 @@ class SimCluster:
                         "enableContentionProfiling": False,
                         "podPlayStageParallelism": 8, "nodePlayStageParallelism": 4,
                         "nodeLeaseParallelism": 4, "podsOnNodeSyncParallelism": 1,
-                        "enablePodsOnNodeSyncListPager": True, "enablePodsOnNodeSyncStreamWatch": False},
+                        "enablePodsOnNodeSyncListPager": True, "enablePodsOnNodeSyncStreamWatch": False,
+                        # Per-pod logs from the API server (sim/pod_logs.py; its CRD comes with the install).
+                        "enableCRDs": ["Logs"]},
         }, sort_keys=False)]
         # The stages file carries its own leading "---" separators.
         docs[0] += "\n" + stages_yaml().strip("\n")

@@ -23,8 +23,10 @@ architecture, cudaComputeCapability, driverVersion, cudaDriverVersion (versions 
 resource.kubernetes.io/pciBusID, and capacity `memory` in bytes.
 
 The v26.7.0 ClusterPolicy CRD has no draDriver field: the DRA driver is an operand of the GPUCluster stack only.
-The `dra-driver` profile therefore pairs a ClusterPolicy (device plugin off) with the DRA driver deployed as
-state-dra-driver renders it, owned by nothing the ClusterPolicy knows about (see profiles.py).
+The `dra-driver` profile models the issue's ClusterPolicy-with-draDriver (the model resource_model.py recognises by
+`spec.draDriver.enabled`): its ClusterPolicy gets `draDriver: {enabled: true}` (and its CRD that one field, the only
+field here no release has), the device plugin off, and the DRA driver deployed as state-dra-driver renders it,
+without an owner (nothing in v26.7.0 would own it).
 """
 
 from __future__ import annotations
@@ -230,20 +232,29 @@ def resource_slice(node: str, node_uid: str, hw: GpuHardware, profile: Profile, 
     }
 
 
-def allocated_uuids(claim: Obj, slices: list[Obj]) -> list[str]:
-    """The GPU UUIDs a ResourceClaim was allocated: status.allocation.devices.results -> the slice's device uuid."""
+def allocated_devices(claim: Obj, slices: list[Obj]) -> list[tuple[int, str, str]]:
+    """The GPUs a ResourceClaim was allocated, as (minor, uuid, productName): status.allocation.devices.results
+    (driver, pool, device) looked up in the ResourceSlices; the minor is the device name's (gpu-<minor>)."""
     results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
-    by_key: dict[tuple[str, str, str], str] = {}
+    by_key: dict[tuple[str, str, str], tuple[int, str, str]] = {}
     for sl in slices:
         spec = sl.get("spec") or {}
         pool = (spec.get("pool") or {}).get("name", "")
         for d in spec.get("devices") or []:
-            uuid = ((d.get("attributes") or {}).get("uuid") or {}).get("string")
-            if uuid:
-                by_key[(spec.get("driver", ""), pool, d.get("name", ""))] = uuid
+            attrs = d.get("attributes") or {}
+            uuid = (attrs.get("uuid") or {}).get("string")
+            name = d.get("name", "")
+            if uuid and name.removeprefix("gpu-").isdigit():
+                product = (attrs.get("productName") or {}).get("string", "")
+                by_key[(spec.get("driver", ""), pool, name)] = (int(name.removeprefix("gpu-")), uuid, product)
     out = []
     for r in results:
-        uuid = by_key.get((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
-        if uuid:
-            out.append(uuid)
+        got = by_key.get((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
+        if got:
+            out.append(got)
     return out
+
+
+def allocated_uuids(claim: Obj, slices: list[Obj]) -> list[str]:
+    """The GPU UUIDs a ResourceClaim was allocated."""
+    return [uuid for _, uuid, _ in allocated_devices(claim, slices)]

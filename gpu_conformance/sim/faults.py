@@ -20,8 +20,8 @@ from gpu_conformance import operands as op
 from gpu_conformance.cluster.snapshot import advertised_gpu_resources
 from gpu_conformance.errors import UsageError
 from gpu_conformance.model import Layer
+from gpu_conformance.sim import dra, pod_states
 from gpu_conformance.sim import operand_loop as hosts
-from gpu_conformance.sim import pod_states
 from gpu_conformance.sim.install import (
     CLUSTERPOLICY_NAME,
     NFD_PCI_LABEL,
@@ -837,6 +837,111 @@ def _driver_image_pull(ctx: FaultContext) -> None:
     _driver_not_up(ctx, NODE)
 
 
+
+
+# ---- the DRA models (issue #22): kubelet plugin, DeviceClass, ResourceSlices, claims ---------------------
+NO_DRA = "the real operator v25.3.4 has no DRA driver state (DRA arrives with v26.7.0)"
+DRA_PROFILE = "dra-driver"
+
+
+def _plugin_pod(ctx: FaultContext, node: str) -> Obj:
+    return ctx.pod(dra.KUBELET_PLUGIN, node)
+
+
+def _wait_slice_gone(ctx: FaultContext, node: str) -> None:
+    # The operand loop withdraws the node's slice once the plugin pod is not Ready (kubelet drops a
+    # deregistered driver's slices).
+    ctx.wait(lambda: not hosts.node_slices(ctx.kube, node), f"ResourceSlice of {node} withdrawn")
+
+
+@fault("dra-no-resourceslices", "the DRA kubelet plugin on one node runs but never registers with kubelet "
+       "(its gRPC socket under /var/lib/kubelet/plugins is not served): the node publishes no ResourceSlice",
+       "gpu-node-1: nvidia-dra-driver-kubelet-plugin Running with container gpus not Ready (startup probe "
+       "failing); its ResourceSlice withdrawn",
+       Layer.DEVICE_PLUGIN, {"DPL-010", "DPL-012"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
+       root_cause_check="DPL-010")
+def _dra_no_resourceslices(ctx: FaultContext) -> None:
+    pod = _plugin_pod(ctx, NODE)
+    st = pod_states.running_ready(pod)
+    for c in st["conditions"]:
+        if c["type"] in ("Ready", "ContainersReady"):
+            c["status"] = "False"
+    for cs in st["containerStatuses"]:
+        cs["ready"] = False
+    ctx.set_status(pod, st)
+    _event(ctx, pod, "Unhealthy", "Startup probe failed: service unhealthy (responded with \"NOT_SERVING\")",
+           count=30, field_path=f"spec.containers{{{dra.KUBELET_PLUGIN_CONTAINER}}}")
+    _wait_slice_gone(ctx, NODE)
+
+
+@fault("dra-kubelet-plugin-crashloop", "the DRA kubelet plugin crash-loops on one node (NVML cannot initialise, "
+       "a CDI root it cannot write): kubelet deletes its ResourceSlices, no GPU of the node can be claimed",
+       "gpu-node-1: nvidia-dra-driver-kubelet-plugin container gpus CrashLoopBackOff; its ResourceSlice withdrawn",
+       Layer.DEVICE_PLUGIN, {"DPL-010", "DPL-012"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
+       root_cause_check="DPL-010")
+def _dra_plugin_crashloop(ctx: FaultContext) -> None:
+    pod = _plugin_pod(ctx, NODE)
+    ctx.set_status(pod, pod_states.crash_looping(pod, dra.KUBELET_PLUGIN_CONTAINER, restarts=6))
+    _wait_slice_gone(ctx, NODE)
+
+
+@fault("dra-deviceclass-missing", "DeviceClass gpu.nvidia.com was deleted (a cleanup of another DRA driver's "
+       "classes, a GitOps prune): every ResourceClaim for a GPU is unallocatable",
+       "delete DeviceClass gpu.nvidia.com (the ResourceSlices stay)",
+       Layer.DEVICE_PLUGIN, {"DPL-011"}, CLUSTER, profile=DRA_PROFILE, simulated_only=NO_DRA + "; " + HEALED)
+def _dra_deviceclass_missing(ctx: FaultContext) -> None:
+    ctx.kube.delete("DeviceClass", dra.GPU_DEVICE_CLASS)
+    ctx.wait(lambda: dra.GPU_DEVICE_CLASS not in {d["metadata"]["name"] for d in ctx.kube.list("DeviceClass")},
+             "DeviceClass gone")
+
+
+@fault("dra-fewer-devices", "the DRA kubelet plugin on one node publishes one GPU fewer than the node has (a GPU "
+       "NVML failed to enumerate at the plugin's start)",
+       "gpu-node-1's ResourceSlice: last device removed (pool generation bumped); GFD's gpu.count unchanged",
+       Layer.DEVICE_PLUGIN, {"DPL-012"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
+       root_cause_check="DPL-012")
+def _dra_fewer_devices(ctx: FaultContext) -> None:
+    (sl,) = hosts.node_slices(ctx.kube, NODE)
+    spec = sl["spec"]
+    pool = {**spec["pool"], "generation": spec["pool"]["generation"] + 1}
+    ctx.kube.patch("ResourceSlice", sl["metadata"]["name"], {"spec": {"devices": spec["devices"][:-1], "pool": pool}})
+
+
+@fault("dra-all-claimed", "every GPU device is already allocated to other workloads' ResourceClaims: busy, not "
+       "broken; no node can be probed",
+       "per GPU node, in namespace busy-workloads, a ResourceClaim for all of the node's gpu.nvidia.com devices "
+       "(allocationMode All) held by a running pod the scheduler placed there",
+       None, set(), ALL, profile=DRA_PROFILE, simulated_only=NO_DRA, verdict=INCOMPLETE,
+       warns=frozenset({"DPL-013"}))
+def _dra_all_claimed(ctx: FaultContext) -> None:
+    ns = "busy-workloads"
+    try:
+        ctx.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    ctx.wait(lambda: bool(ctx.kube.list("ServiceAccount", ns)), "default ServiceAccount")
+    for n in ctx.sim.gpu_nodes:
+        claim = f"training-{n}"
+        ctx.kube.create({"apiVersion": dra.RESOURCE_API, "kind": "ResourceClaim",
+                         "metadata": {"name": claim, "namespace": ns},
+                         "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+                             "deviceClassName": dra.GPU_DEVICE_CLASS, "allocationMode": "All"}}]}}})
+        # Placed by the scheduler (not spec.nodeName), which is what allocates the claim.
+        ctx.kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": claim, "namespace": ns},
+                         "spec": {"tolerations": [{"operator": "Exists"}],
+                                  "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                                      "nodeSelectorTerms": [{"matchFields": [
+                                          {"key": "metadata.name", "operator": "In", "values": [n]}]}]}}},
+                                  "resourceClaims": [{"name": "gpus", "resourceClaimName": claim}],
+                                  "containers": [{"name": "train", "image": "example.com/train:1",
+                                                  "resources": {"claims": [{"name": "gpus"}]}}]}})
+
+    def allocated() -> bool:
+        claims = ctx.kube.list("ResourceClaim", ns)
+        return len(claims) == len(ctx.sim.gpu_nodes) and all(
+            (c.get("status") or {}).get("allocation") for c in claims)
+    ctx.wait(allocated, "every busy claim allocated")
 
 
 def markdown_table() -> str:

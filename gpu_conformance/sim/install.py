@@ -145,6 +145,11 @@ def crds(profile: Profile | None = None) -> list[Obj]:
     for crd in out:
         if crd["metadata"]["name"] != op.CLUSTERPOLICY_CRD:
             continue
+        if profile is not None and profile.resource_model == "dra-driver":
+            # Not in v26.7.0's ClusterPolicy type: the field the dra-driver model is recognised by (dra.py).
+            for v in crd["spec"]["versions"]:
+                v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["draDriver"] = {
+                    "type": "object", "properties": {"enabled": {"type": "boolean"}}}
         for rule, path, schema in _LATER_CRD_FIELDS:
             if not versions.since(rule, version):
                 continue
@@ -214,6 +219,8 @@ def clusterpolicy_spec(profile: Profile) -> Obj:
         spec["cdi"]["nriPluginEnabled"] = profile.nri
     if not versions.since(versions.CDI_DEFAULT_KEY_DROPPED, profile.version):
         spec["cdi"]["default"] = False
+    if profile.resource_model == "dra-driver":
+        spec["draDriver"] = {"enabled": True}
     if profile.time_slicing_replicas:
         spec["devicePlugin"]["config"] = {"name": profile.time_slicing_config_name, "default": "any"}
     return spec

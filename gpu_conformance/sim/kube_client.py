@@ -28,7 +28,8 @@ _GROUPED = {"Deployment": ("apps/v1", "deployments"), "DaemonSet": ("apps/v1", "
             "ResourceSlice": ("resource.k8s.io/v1", "resourceslices"),
             "DeviceClass": ("resource.k8s.io/v1", "deviceclasses"),
             "ResourceClaim": ("resource.k8s.io/v1", "resourceclaims"),
-            "ResourceClaimTemplate": ("resource.k8s.io/v1", "resourceclaimtemplates")}
+            "ResourceClaimTemplate": ("resource.k8s.io/v1", "resourceclaimtemplates"),
+            "Logs": ("kwok.x-k8s.io/v1alpha1", "logs")}
 # Everything the sim writes must fit the real schemas (the operator's CRDs included): unknown or duplicate
 # fields are an error, not silently pruned.
 _STRICT = [("fieldValidation", "Strict")]

@@ -78,6 +78,26 @@ def probe_node(profile: Profile) -> tuple[str, GpuHardware]:
     return PROBE_NODE_DEFAULT, profile.gpu_hardware[-1]
 
 
+def _probe_text(product: str, uuids: list[str], minors: list[int], visible: str) -> str:
+    # `ls -1 /dev/nvidia*` in the C locale: '-' < digits < letters.
+    devices = sorted(["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                      *(f"/dev/nvidia{i}" for i in minors)])
+    lines = ["== nvidia-smi -L", nvidia_smi_L(product, uuids).rstrip("\n"), "rc=0",
+             "== env", f"NVIDIA_VISIBLE_DEVICES={visible}",
+             "== devices", *devices,
+             "== cdi", "== end"]
+    return "\n".join(lines) + "\n"
+
+
+def claim_probe_output(product: str, devices: list[tuple[int, str]]) -> str:
+    """What the probe container of a pod with a ResourceClaim prints: the allocated GPUs only, as (minor, uuid).
+
+    The DRA kubelet plugin hands devices over through CDI alone (its spec sets NVIDIA_VISIBLE_DEVICES=void and
+    adds /dev/nvidia<minor>); nvidia-smi inside numbers the visible GPUs from 0.
+    """
+    return _probe_text(product, [u for _, u in devices], [m for m, _ in devices], "void")
+
+
 def probe_output(profile: str | Profile, gpus: int = 1) -> str:
     """What the conformance probe container prints on a healthy cluster of this profile.
 
@@ -91,11 +111,4 @@ def probe_output(profile: str | Profile, gpus: int = 1) -> str:
     node, hw = probe_node(p)
     uuids = [gpu_uuid(node, i) for i in range(gpus)]
     visible = "void" if p.cdi else ",".join(uuids)
-    # `ls -1 /dev/nvidia*` in the C locale: '-' < digits < letters.
-    devices = sorted(["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
-                      *(f"/dev/nvidia{i}" for i in range(gpus))])
-    lines = ["== nvidia-smi -L", nvidia_smi_L(hw.product, uuids).rstrip("\n"), "rc=0",
-             "== env", f"NVIDIA_VISIBLE_DEVICES={visible}",
-             "== devices", *devices,
-             "== cdi", "== end"]
-    return "\n".join(lines) + "\n"
+    return _probe_text(hw.product, uuids, list(range(gpus)), visible)

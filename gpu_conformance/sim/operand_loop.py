@@ -18,7 +18,10 @@ is the kubelet and the programs for the operand side, in the order a real node g
 * mig-manager's pod runs -> nvidia.com/mig.config.state=success;
 * the cuda validator pod's vectorAdd runs -> the pod completes;
 * the DRA models: the DRA driver's kubelet plugin pod is Ready -> it publishes the node's ResourceSlice (sim/dra.py);
-  the pod is gone or not Ready -> the slice is withdrawn (kubelet deletes a deregistered driver's slices).
+  the pod is gone or not Ready -> the slice is withdrawn (kubelet deletes a deregistered driver's slices); a pod
+  whose ResourceClaims the scheduler allocated gets, per container using them, the probe output naming exactly
+  those GPUs (status.allocation.devices.results -> the ResourceSlice's device uuid), served as its own log
+  (sim/pod_logs.py; only with --logs-dir).
 
 What is wrong on a machine itself, where no Kubernetes object shows it (a driver that cannot load, a
 clobbered containerd config, a failing vectorAdd), faults record in the ConfigMap gpu-sim-hosts
@@ -239,8 +242,10 @@ class OperandSim:
     """One instance per cluster; step() is one round (also used in-process by the hand-written install)."""
 
     def __init__(self, kube: Any, profile: Profile, namespace: str, workers: int = 8,
-                 show_fresh_waiting: bool = True, watch: bool = False) -> None:
+                 show_fresh_waiting: bool = True, watch: bool = False, logs_dir: Path | None = None) -> None:
         self.kube = kube
+        self.logs_dir = logs_dir
+        self.served: set[str] = set()              # claim pods (uid) whose containers' logs are written
         # False (the hand-written install's own rounds): a fresh pod whose first init container waits keeps
         # its empty status (kubectl: Pending) instead of Init:0/N. Nobody reads it mid-install, and on big
         # clusters those writes were a third of the install's.
@@ -361,6 +366,8 @@ class OperandSim:
         for v in views:
             actions += self._kubelet(v)
             actions += self._programs(v)
+        if self.profile.dra and self.logs_dir is not None:
+            actions += self._claim_pod_logs()
         if actions:
             with ThreadPoolExecutor(max_workers=min(self.workers, len(actions))) as pool:
                 list(pool.map(lambda f: f(), actions))
@@ -534,6 +541,45 @@ class OperandSim:
             return [lambda n=v.name: self._withdraw(n)]
         return []
 
+    def _claim_pod_logs(self) -> list[Action]:
+        """Pods the scheduler allocated GPUs to (claims reserved for them) and not yet given their output."""
+        from gpu_conformance.sim.kube_client import collection_path
+
+        claims = self.kube.request("GET", collection_path("ResourceClaim")).get("items") or []
+        held: dict[tuple[str, str, str], list[Obj]] = {}  # (namespace, pod, uid) -> its allocated claims
+        for c in claims:
+            if not ((c.get("status") or {}).get("allocation") or {}).get("devices"):
+                continue
+            for r in (c.get("status") or {}).get("reservedFor") or []:
+                if r.get("resource") == "pods" and r.get("uid") not in self.served:
+                    held.setdefault((c["metadata"]["namespace"], r["name"], r["uid"]), []).append(c)
+        if not held:
+            return []
+        slices = self.kube.request("GET", collection_path("ResourceSlice")).get("items") or []
+        return [lambda k=key, cs=cs: self._serve_claim_pod(*k, cs, slices) for key, cs in held.items()]
+
+    def _serve_claim_pod(self, namespace: str, name: str, uid: str, claims: list[Obj], slices: list[Obj]) -> None:
+        from gpu_conformance.sim import pod_logs
+        from gpu_conformance.sim.nvidia_smi import claim_probe_output
+
+        assert self.logs_dir is not None
+        devices = [d for c in claims for d in dra.allocated_devices(c, slices)]
+        if not devices:
+            return  # a device of another driver, or the slice withdrawn meanwhile: nothing to show
+        try:
+            pod = self.kube.get("Pod", name, namespace)
+        except ApiException:
+            return
+        users = [c["name"] for c in pod["spec"].get("containers") or []
+                 if ((c.get("resources") or {}).get("claims"))]
+        text = claim_probe_output(devices[0][2], [(minor, uuid) for minor, uuid, _ in devices])
+        try:
+            pod_logs.serve(self.kube, self.logs_dir, namespace, name, dict.fromkeys(users, text))
+        except ApiException as e:
+            if e.status != 409:  # 409: served by an earlier loop
+                raise
+        self.served.add(uid)
+
     def _withdraw(self, node: str) -> None:
         for sl in node_slices(self.kube, node):
             with contextlib.suppress(ApiException):  # gone meanwhile
@@ -608,13 +654,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--period", type=float, default=0.5)
     ap.add_argument("--operator-pid", type=int, default=0, help="the real operator's process, paused with its pod")
     ap.add_argument("--operator-start-time", type=int, default=0)
+    ap.add_argument("--logs-dir", default="", help="where claim pods' own logs go (the control plane's logs dir)")
     a = ap.parse_args(argv)
     from kubernetes import config
 
     from gpu_conformance.sim.kube_client import Kube
 
     sim = OperandSim(Kube(config.new_client_from_config(config_file=a.kubeconfig)), get_profile(a.profile),
-                     a.namespace, watch=True)
+                     a.namespace, watch=True, logs_dir=Path(a.logs_dir) if a.logs_dir else None)
     pause = OperatorPause(sim.kube, a.namespace, a.operator_pid, a.operator_start_time) if a.operator_pid else None
     signal.signal(signal.SIGTERM, _on_term)
     started = False

@@ -315,8 +315,8 @@ _add(Profile(
     "dra-driver",
     "v26.7.0 with devicePlugin.enabled=false and NVIDIA's DRA driver (kubelet plugin DaemonSet "
     "nvidia-dra-driver-kubelet-plugin and DeviceClasses as the operator's state-dra-driver renders them): GPUs are "
-    "ResourceSlices of driver gpu.nvidia.com, requested through ResourceClaims. The v26.7.0 ClusterPolicy CRD has "
-    "no draDriver field, so the ClusterPolicy itself only shows the device plugin off.",
+    "ResourceSlices of driver gpu.nvidia.com, requested through ResourceClaims. The ClusterPolicy says "
+    "draDriver.enabled=true, a field v26.7.0's ClusterPolicy does not have yet (issue #22's model; sim/dra.py).",
     operator_version="v26.7.0", device_plugin_enabled=False, resource_model="dra-driver",
     lacks=("nvidia-device-plugin-daemonset and nvidia.com/gpu resources (GPUs are claimed through DRA)",),
 ))

@@ -131,7 +131,7 @@ def launch(cluster: Any, profile: Profile, namespace: str = NAMESPACE, timeout: 
 
 def start_operand_loop(cluster: Any, profile: Profile, namespace: str = NAMESPACE) -> None:
     cmd = [sys.executable, "-m", "gpu_conformance.sim.operand_loop", f"--kubeconfig={cluster.kubeconfig}",
-           f"--namespace={namespace}", f"--profile={profile.name}"]
+           f"--namespace={namespace}", f"--profile={profile.name}", f"--logs-dir={cluster.logs_dir / 'pods'}"]
     proc = cluster._procs.get(PROCESS)
     if proc is not None:
         cmd += [f"--operator-pid={proc.pid}", f"--operator-start-time={proc.start_time}"]

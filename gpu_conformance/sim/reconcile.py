@@ -224,7 +224,10 @@ def create_namespace_and_crds(kube: Kube, preview: inst.InstallManifests) -> str
     except ApiException as e:
         if e.status != 409:
             raise
-    create_all(kube, preview.crds, ignore_existing=True)
+    from gpu_conformance.sim.pod_logs import logs_crd
+
+    # kwok's per-pod Logs kind too (the control plane starts kwok watching it).
+    create_all(kube, [*preview.crds, logs_crd()], ignore_existing=True)
     return kube.request("GET", "/version").get("gitVersion", "v1.36.0")
 
 
