@@ -13,6 +13,7 @@ from gpu_conformance import operands as ops
 from gpu_conformance import versions
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.resource_model import ResourceModel, resource_model
 
 Obj = dict[str, Any]
 
@@ -311,6 +312,13 @@ def driver_mode(snap: ClusterSnapshot, node: str) -> DriverMode:
     if label == "pre-installed":
         return DriverMode("pre-installed", f"pre-installed host driver detected by k8s-driver-manager "
                           f"({ops.DRIVER.deploy_label}=pre-installed)")
+    if resource_model(snap) == ResourceModel.GPUCLUSTER:
+        # v26.7.0's GPUCluster installs no driver: it is on the host, or an NVIDIADriver CR deploys it.
+        if snap.nvidiadrivers:
+            names = ", ".join(name_of(d) for d in snap.nvidiadrivers)
+            return DriverMode("operator", f"operator driver container via NVIDIADriver CR ({names}) beside the "
+                              "GPUCluster", problem=nvidiadriver_problem(snap, node), via_crd=True)
+        return DriverMode("host", "host driver (the GPUCluster installs none, and no NVIDIADriver CR exists)")
     if use_crd:
         if ops.NVIDIADRIVER_CRD not in snap.crds:
             problem = f"spec.driver.useNvidiaDriverCRD=true but the CRD {ops.NVIDIADRIVER_CRD} is not installed"

@@ -68,6 +68,14 @@ def test_clusterpolicy_checks_in_the_gpucluster_model() -> None:
         assert cluster(cid, snap).status == Status.NA, cid
 
 
+def test_gpucluster_driver_is_the_hosts_or_an_nvidiadriver_crs() -> None:
+    from gpu_conformance.session import driver_config
+
+    snap = F.healthy_gpucluster_snapshot()
+    assert set(driver_config(snap).values()) == {"host"}
+    assert {f.status for f in run("DRV-001", snap)} == {Status.PASS}
+
+
 def test_device_plugin_cluster_is_unchanged() -> None:
     snap = F.healthy_snapshot("v25.3.4")
     assert resource_model(snap) == ResourceModel.DEVICE_PLUGIN
@@ -174,6 +182,29 @@ def test_dpl010_waits_for_the_driver() -> None:
     F.refresh(snap)
     f = only_node("DPL-010", snap)
     assert "driver" in f.message
+
+
+def test_dpl010_paused_for_a_driver_reload_is_a_pause() -> None:
+    snap = F.healthy_gpucluster_snapshot()
+    F.remove_pods(snap, F.DRA_PLUGIN, N1)
+    F.set_label(snap, N1, "nvidia.com/gpu.deploy.dra-driver", "paused-for-driver-upgrade")
+    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
+    F.refresh(snap)
+    assert only_node("DPL-010", snap, status=Status.WARN).evidence["transient"]
+    assert "explained by the pause" in only_node("DPL-012", snap, status=Status.WARN).message
+    _, v = judge(snap)
+    nv = next(n for n in v.nodes if n.node == N1)
+    assert nv.root_cause is None and nv.transient is not None and nv.transient.check_id == "DPL-010"
+
+
+def test_dpl010_opted_out_node_is_na() -> None:
+    snap = F.healthy_gpucluster_snapshot()
+    F.remove_pods(snap, F.DRA_PLUGIN, N1)
+    F.set_label(snap, N1, "nvidia.com/gpu.deploy.dra-driver", "false")
+    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
+    F.refresh(snap)
+    for cid in ("DPL-010", "DPL-012", "DPL-013"):
+        assert on(cid, snap).status == Status.NA, cid
 
 
 # ---- DPL-011 -------------------------------------------------------------------------------------------------

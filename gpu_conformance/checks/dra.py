@@ -9,12 +9,14 @@ DeviceClasses); and NVIDIA/k8s-dra-driver-gpu 0.5.0 (the ResourceSlice devices).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance.checks.common import cluster_finding
 from gpu_conformance.checks.pods import (
     PodProblem,
+    explained_by_pause,
     label_gate,
     missing_pod_finding,
     namespace,
@@ -162,7 +164,10 @@ def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Find
     for node in snap.gpu_node_names:
         gate = label_gate(snap, node, KUBELET_PLUGIN)
         if gate is not None:
-            out.append(gate)
+            # k8s-driver-manager pauses the plugin's label across a driver reload (paused-for-*): a pause, which
+            # holds the node back from the probe. LBL-001 records pauses in the ClusterPolicy models only.
+            out.append(replace(gate, evidence={**gate.evidence, "transient": True})
+                       if gate.status == Status.WARN else gate)
             continue
         pod = snap.labelled_pod_on_node({"app": KUBELET_PLUGIN_APP}, node)
         if pod is None:
@@ -260,9 +265,15 @@ def slices_publish_gpus(snap: ClusterSnapshot, settings: Settings) -> list[Findi
                               "expected": f"{expected} GPU(s) ({GFD_COUNT})" if expected is not None else ">= 1 GPU"}
 
         def fail(msg: str, ev: dict[str, Any] = ev, node: str = node) -> Finding:
-            # Without a Ready kubelet plugin nothing publishes the node's GPUs: DPL-010 is the cause.
-            return Finding(Status.FAIL, msg, node=node, evidence=ev, explained_by=("DPL-010",))
+            # Without a Ready kubelet plugin nothing publishes the node's GPUs: DPL-010 is the cause; while its
+            # deploy label is paused the slices are withdrawn on purpose (a warning).
+            return explained_by_pause(snap, node, KUBELET_PLUGIN,
+                                      Finding(Status.FAIL, msg, node=node, evidence=ev, explained_by=("DPL-010",)))
 
+        if not ns_.slices and labels.get(KUBELET_PLUGIN_DEPLOY_LABEL) == "false":
+            out.append(Finding(Status.NA, f"{node} opted out of the DRA driver ({KUBELET_PLUGIN_DEPLOY_LABEL}=false)",
+                               node=node, evidence=ev))
+            continue
         if not ns_.slices:
             out.append(fail(f"no ResourceSlice of driver gpu.nvidia.com for {node}: no GPU of this node can be "
                             "claimed"))
