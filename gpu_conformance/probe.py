@@ -32,6 +32,7 @@ from gpu_conformance.checks.probe_checks import (
     plan_probe,
     scheduler_busy,
     settled,
+    skip_claimed_nodes,
     taken_away,
     unschedulable,
 )
@@ -377,6 +378,8 @@ class Probe:
             # In the DRA models no pod requests nvidia.com/gpu from a device plugin: nothing to count per node.
             if obs.model == "device-plugin" and 0 < len(obs.plan.targets) <= PER_NODE_LISTS_MAX:
                 obs.plan = plan_probe(self.snap, self.settings, eligible, self._gpus_in_use(obs.plan.targets))
+            elif obs.model != "device-plugin":
+                skip_claimed_nodes(self.snap, self.settings, obs.plan)
             if not obs.plan.targets:
                 return obs
             obs.namespace, obs.mode = namespace or resolve_namespace(self.api, self.settings)

@@ -286,7 +286,7 @@ def test_an_unallocatable_claim_is_quoted_with_what_the_node_publishes(world) ->
     assert "resourceclaims" in fail.kubectl
 
 
-def test_every_device_claimed_by_others_is_busy_not_broken(world) -> None:
+def test_every_device_claimed_by_others_is_busy_not_broken_and_gets_no_pod(world) -> None:
     snap = dra_snapshot()
     n3 = snap.gpu_node_names[2]
     # The validator's adminAccess claim on the same device takes nothing from anyone: not named.
@@ -295,30 +295,41 @@ def test_every_device_claimed_by_others_is_busy_not_broken(world) -> None:
     cluster, probe = world(snap)
     obs = run(probe)
     assert n3 not in obs.plan.targets and obs.plan.not_probed[n3].kind == "busy"
+    assert len(cluster.created) == 2  # known busy from the snapshot's claims: no pod asks the scheduler
     findings = probe_findings(probe.snap, probe.settings)
     assert not [f for f in findings if f.status == Status.FAIL]
     (warn,) = [f for f in findings if f.status == Status.WARN]
-    assert warn.node == n3 and warn.message.startswith(
-        f"all 1 gpu.nvidia.com device(s) of {n3} are allocated to ml/train-0-gpu-x7k2q (the scheduler: "
-        f"{CANNOT_ALLOCATE}), the probe needs 1: not probed")
+    assert warn.node == n3 and warn.message == (
+        f"all 1 gpu.nvidia.com device(s) of {n3} are allocated to ml/train-0-gpu-x7k2q (ResourceClaims), the probe "
+        "needs 1: not probed")
     assert warn.evidence["claims"] == ["ml/train-0-gpu-x7k2q"] and warn.evidence["devices"] == ["gpu-0"]
     assert "1 with all GPUs in use" in obs.plan.scope
     assert not cluster.pods and not cluster.templates
     verdict, _ = judged(probe.snap, probe.settings)
-    assert verdict != "NOT CONFORMANT"
+    assert verdict != "NOT CONFORMANT"  # a busy node is a warning, judged like the device plugin's "all GPUs in use"
 
 
-def test_a_free_device_that_does_not_fit_the_claim_is_broken_not_busy(world) -> None:
+@pytest.mark.parametrize("held_in_snapshot", [False, True])
+def test_devices_taken_after_the_read_are_busy_in_the_schedulers_words(world, held_in_snapshot: bool) -> None:
+    # A workload claims the node's devices between the snapshot and the probe: the scheduler's 'cannot allocate all
+    # claims' on a node that publishes devices (and passed DPL-011/012) is busy, never a failure.
     nodes = healthy_dra_driver_snapshot().gpu_node_names
     snap = dra_snapshot({n: 2 for n in nodes})
-    snap.resource_claims = [held_claim(nodes[0])]
+    if held_in_snapshot:
+        snap.resource_claims = [held_claim(nodes[0])]  # gpu-1 still free when the cluster was read
     cluster, probe = world(snap)
-    cluster.free[nodes[0]] = []  # gpu-1 is free, yet the allocator found nothing for the claim
-    run(probe)
-    (fail,) = [f for f in probe_findings(probe.snap, probe.settings) if f.status == Status.FAIL]
-    assert fail.node == nodes[0] and fail.message.endswith(
-        f"{nodes[0]} publishes 2 device(s), 1 not allocated (gpu-1), yet none fits the claim: the DeviceClass "
-        "gpu.nvidia.com selector does not match the node's devices (their attributes)")
+    cluster.free[nodes[0]] = []
+    obs = run(probe)
+    findings = probe_findings(probe.snap, probe.settings)
+    assert not [f for f in findings if f.status == Status.FAIL]
+    (warn,) = [f for f in findings if f.status == Status.WARN]
+    head = (f"the 2 gpu.nvidia.com device(s) of {nodes[0]} are allocated (1 free when the cluster was read, claimed "
+            "since; ml/train-0-gpu-x7k2q held the others)" if held_in_snapshot else
+            f"the 2 gpu.nvidia.com device(s) of {nodes[0]} are allocated (2 free when the cluster was read, claimed "
+            "since)")
+    assert warn.node == nodes[0] and warn.message == (f"{head} (the scheduler: {CANNOT_ALLOCATE}), the probe needs "
+                                                      "1: not probed")
+    assert obs.plan.not_probed[nodes[0]].evidence["probe_pod"] == probe_mod.pod_name(RUN, nodes[0])
 
 
 def test_a_claim_never_created_is_named_not_a_silent_timeout(world) -> None:
@@ -401,3 +412,16 @@ def test_a_claim_pod_without_cdi_injection_fails_prb_004_whatever_the_clusterpol
     obs.pods[n1].logs = obs.pods[n1].logs.replace("NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=all")
     (fail,) = [f for f in probe_findings(probe.snap, probe.settings) if f.status == Status.FAIL]
     assert (fail.check_id, fail.node, fail.evidence["cdi_expected"]) == ("PRB-004", n1, True)
+
+
+def test_fewer_free_devices_than_the_probe_asks_for_is_busy(world) -> None:
+    nodes = healthy_dra_driver_snapshot().gpu_node_names
+    snap = dra_snapshot({n: 2 for n in nodes})
+    snap.resource_claims = [held_claim(nodes[0])]
+    cluster, probe = world(snap)
+    probe.settings.probe_gpus = 2
+    obs = run(probe)
+    assert obs.plan.not_probed[nodes[0]].message == (
+        f"only 1 of 2 gpu.nvidia.com device(s) of {nodes[0]} free, the others allocated to ml/train-0-gpu-x7k2q "
+        "(ResourceClaims), the probe needs 2: not probed")
+    assert cluster.template_bodies[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2

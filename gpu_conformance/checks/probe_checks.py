@@ -168,24 +168,62 @@ CANNOT_FIT = "cannot fit resource"
 CLAIM_CREATION_FAILED = "FailedResourceClaimCreation"
 
 
+def _devices_busy_text(snap: ClusterSnapshot, node: str, want: int) -> tuple[str, dict[str, Any]] | None:
+    """'all N gpu.nvidia.com device(s) of X are allocated to ns/claim, …' when fewer than `want` of the devices the
+    node publishes are free by the snapshot's ResourceClaims (as DPL-013 reads them); None when enough are free or
+    none is published."""
+    devices = node_devices(snap, node)
+    held = device_holders(snap, node)
+    free = [d for d in devices if d not in held]
+    if not devices or len(free) >= want:
+        return None
+    claims = sorted({held[d] for d in devices if d in held})
+    whose = f" to {', '.join(claims[:5])}{' …' if len(claims) > 5 else ''}"
+    text = (f"all {len(devices)} {DEVICE_CLASS} device(s) of {node} are allocated{whose}" if not free else
+            f"only {len(free)} of {len(devices)} {DEVICE_CLASS} device(s) of {node} free, the others allocated{whose}")
+    return text, {"object": f"node/{node}", "devices": devices, "claims": claims}
+
+
+def skip_claimed_nodes(snap: ClusterSnapshot, settings: Settings, plan: ProbePlan) -> None:
+    """DRA models: targets whose published GPU devices are all held by other claims in the snapshot are busy, not
+    probed — the counterpart of the device plugin's GPUs in use (plan_probe), read from the claims the snapshot
+    already holds, so no pod is created to hear the scheduler say so."""
+    want = settings.probe_gpus
+    for n in list(plan.targets):
+        busy = _devices_busy_text(snap, n, want)
+        if busy is None:
+            continue
+        text, evidence = busy
+        plan.not_probed[n] = Skip(NotProbed.BUSY, f"{text} (ResourceClaims), the probe needs {want}: not probed",
+                                  {**evidence, "probe_needs": want})
+        plan.targets.remove(n)
+        plan.resources.pop(n, None)
+    plan.scope = _scope(plan, settings)
+
+
 def _claims_busy(snap: ClusterSnapshot, settings: Settings, p: PodObservation, said: str) -> Skip | None:
-    """A claim the scheduler cannot allocate on a node whose every published GPU device is held by other claims
-    (the snapshot's ResourceClaims, as DPL-013 reads them): busy, not broken."""
+    """A claim the scheduler cannot allocate on a node that publishes GPU devices: busy, not broken — a workload
+    took them after the cluster was read (the probe asks for any device of the class, and the node passed
+    DPL-011/012, so its devices match it). Only a node that publishes none is PRB-001's failure."""
     if CANNOT_ALLOCATE not in said:
         return None
     devices = node_devices(snap, p.node)
     if not devices:
         return None  # nothing published: the DRA driver's fault on the node, judged by PRB-001
-    held = device_holders(snap, p.node)
-    if any(d not in held for d in devices):
-        return None  # a device is free, yet unallocatable: not busy
-    claims = sorted(set(held.values()))
-    whose = f" to {', '.join(claims[:5])}{' …' if len(claims) > 5 else ''}"
-    return Skip(
-        NotProbed.BUSY, f"all {len(devices)} {DEVICE_CLASS} device(s) of {p.node} are allocated{whose} (the "
-        f"scheduler: {said.removeprefix('FailedScheduling: ')}), the probe needs {settings.probe_gpus}: not probed",
-        {"object": f"node/{p.node}", "devices": devices, "claims": claims, "probe_pod": p.name, "path": p.path,
-         "scheduler": said, "probe_needs": settings.probe_gpus})
+    want = settings.probe_gpus
+    known = _devices_busy_text(snap, p.node, want)
+    if known is None:
+        held = device_holders(snap, p.node)
+        claims = sorted({held[d] for d in devices if d in held})
+        free = len([d for d in devices if d not in held])
+        others = f"; {', '.join(claims[:5])} held the others" if claims else ""
+        known = (f"the {len(devices)} {DEVICE_CLASS} device(s) of {p.node} are allocated ({free} free when the "
+                 f"cluster was read, claimed since{others})",
+                 {"object": f"node/{p.node}", "devices": devices, "claims": claims})
+    text, evidence = known
+    return Skip(NotProbed.BUSY, f"{text} (the scheduler: {said.removeprefix('FailedScheduling: ')}), the probe "
+                f"needs {want}: not probed",
+                {**evidence, "probe_pod": p.name, "path": p.path, "scheduler": said, "probe_needs": want})
 
 
 def _busy_text(advertised: dict[str, int], used: dict[str, int]) -> str:
@@ -449,16 +487,9 @@ def _claim_unschedulable_message(snap: ClusterSnapshot, obs: ProbeObservations, 
     if NO_DEVICE_CLASS in event and "device class" in event:
         return (f"probe Pending: {text} — the DeviceClass {DEVICE_CLASS} is missing (the operator creates it with "
                 "the DRA driver)")
-    if CANNOT_ALLOCATE in event:
-        devices = node_devices(snap, node)
-        if not devices:
-            return (f"probe Pending: {text}{state} — {node} publishes no {DEVICE_CLASS} device in a ResourceSlice: "
-                    "the DRA driver's kubelet plugin is not running there or found no GPU")
-        held = device_holders(snap, node)
-        free = [d for d in devices if d not in held]
-        return (f"probe Pending: {text}{state} — {node} publishes {len(devices)} device(s), {len(free)} not "
-                f"allocated ({', '.join(free[:4])}), yet none fits the claim: the DeviceClass {DEVICE_CLASS} "
-                "selector does not match the node's devices (their attributes)")
+    if CANNOT_ALLOCATE in event and not node_devices(snap, node):
+        return (f"probe Pending: {text}{state} — {node} publishes no {DEVICE_CLASS} device in a ResourceSlice: "
+                "the DRA driver's kubelet plugin is not running there or found no GPU")
     if CLAIM_ELSEWHERE in event or CLAIM_IN_USE in event:
         return f"probe Pending: {text}{state} — the probe's claim is held elsewhere"
     if CANNOT_FIT in event or f"Insufficient {p.resource}" in event:
