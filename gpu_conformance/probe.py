@@ -328,7 +328,21 @@ def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
         ns = p["metadata"].get("namespace", "")
         if rid != run_id and ns not in namespaces and not p["metadata"].get("deletionTimestamp"):
             out.append(Leftover.of("pod", p, rid, now))
+    for t in _shared_templates(api, sel):
+        rid = labels_of(t).get(RUN_LABEL, "")
+        if rid != run_id and not t["metadata"].get("deletionTimestamp"):
+            out.append(Leftover.of("resourceclaimtemplate", t, rid, now))
     return sorted(out, key=lambda lo: -lo.age_seconds)
+
+
+def _shared_templates(api: ProbeApi, sel: list[tuple[str, str]]) -> list[dict]:
+    """ResourceClaimTemplates of the DRA models' probe in the shared namespace (a run's own namespace goes whole):
+    none where the cluster has no resource.k8s.io API, the namespace does not exist or listing them is not allowed."""
+    try:
+        return api.items(f"{RESOURCE_API}/namespaces/{SHARED_NAMESPACE}/resourceclaimtemplates", sel)
+    except ProbeApiError as e:
+        log.debug("cannot list probe ResourceClaimTemplates: %s", e)
+        return []
 
 
 def list_leftovers(conn: Connection, run_id: str) -> list[Leftover]:
@@ -344,8 +358,9 @@ def delete_leftovers(api: ProbeApi, leftovers: list[Leftover]) -> list[str]:
     """Delete what find_leftovers found; returns one line per object that could not be deleted."""
     errors = []
     for lo in leftovers:
-        path = (f"/api/v1/namespaces/{lo.name}" if lo.kind == "namespace"
-                else f"/api/v1/namespaces/{lo.namespace}/pods/{lo.name}")
+        path = {"namespace": f"/api/v1/namespaces/{lo.name}",
+                "resourceclaimtemplate": f"{RESOURCE_API}/namespaces/{lo.namespace}/resourceclaimtemplates/{lo.name}",
+                }.get(lo.kind, f"/api/v1/namespaces/{lo.namespace}/pods/{lo.name}")
         try:
             api.request("DELETE", path, body={"propagationPolicy": "Background", "gracePeriodSeconds": 0})
         except ProbeApiError as e:

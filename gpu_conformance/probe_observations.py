@@ -102,7 +102,7 @@ _RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})-")
 class Leftover:
     """A probe namespace or pod of another run: a dead run's leftover, or (expires_in > 0) a run in progress."""
 
-    kind: str          # "namespace" or "pod"
+    kind: str          # "namespace", "pod" or "resourceclaimtemplate" (the DRA models' probe)
     name: str
     namespace: str     # for pods
     run_id: str
@@ -124,7 +124,7 @@ class Leftover:
                    (expires - now).total_seconds() if expires else 0.0)
 
     def describe(self) -> str:
-        what = f"namespace {self.name}" if self.kind == "namespace" else f"pod {self.namespace}/{self.name}"
+        what = f"namespace {self.name}" if self.kind == "namespace" else f"{self.kind} {self.namespace}/{self.name}"
         running = f", in progress for up to {format_age(self.expires_in)} more" if self.in_progress else ""
         return f"{what} (run {self.run_id or '?'}, age {format_age(self.age_seconds)}{running})"
 
