@@ -24,7 +24,9 @@ from typing import Any
 Obj = dict[str, Any]
 
 # The DRA driver's driver name and the operator's GPU DeviceClass (manifests/state-dra-driver/0400_deviceclass-gpu.yaml
-# at v26.7.0: selects device.driver == 'gpu.nvidia.com' with attribute type 'gpu').
+# at v26.7.0: selects device.driver == 'gpu.nvidia.com' with attribute type 'gpu'). The same names as
+# resource_model.DRA_DRIVER_NAME / GPU_DEVICE_CLASS, which this module cannot import (resource_model reads the
+# snapshot, whose probe field is probe_observations, which uses this module); tests/test_probe_dra.py holds them equal.
 DRA_DRIVER = "gpu.nvidia.com"
 DEVICE_CLASS = "gpu.nvidia.com"
 # The pod's name for its claim (spec.resourceClaims[].name, the container's resources.claims[].name).

@@ -425,3 +425,10 @@ def test_fewer_free_devices_than_the_probe_asks_for_is_busy(world) -> None:
         f"only 1 of 2 gpu.nvidia.com device(s) of {nodes[0]} free, the others allocated to ml/train-0-gpu-x7k2q "
         "(ResourceClaims), the probe needs 2: not probed")
     assert cluster.template_bodies[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+
+
+def test_the_probes_driver_and_class_names_are_the_checks_names() -> None:
+    from gpu_conformance import probe_claims, resource_model
+
+    assert (probe_claims.DRA_DRIVER, probe_claims.DEVICE_CLASS) == (resource_model.DRA_DRIVER_NAME,
+                                                                    resource_model.GPU_DEVICE_CLASS)
