@@ -33,5 +33,6 @@ def markdown_table() -> str:
     rows = ["| ID | Layer | Check | Catches |", "|---|---|---|---|"]
     for layer in LAYER_ORDER:
         for c in checks_for(layer):
-            rows.append(f"| `{c.id}` | {c.layer} | {c.title} | {c.detects} |")
+            na = f" (n/a in the {' and '.join(c.na_in)} model{'s' if len(c.na_in) > 1 else ''})" if c.na_in else ""
+            rows.append(f"| `{c.id}` | {c.layer} | {c.title} | {c.detects}{na} |")
     return "\n".join(rows)

@@ -129,6 +129,8 @@ class Check:
     # status exporter) fails its check and the run, but blocks no later layer, and is a node's root cause only
     # when nothing on the GPU path fails there.
     gpu_path: bool = True
+    # The GPU resource models (resource_model.py values) the check does not apply to: it reports n/a there.
+    na_in: tuple[str, ...] = ()
 
     def on_gpu_path(self, finding: Finding) -> bool:
         return self.gpu_path if finding.gpu_path is None else finding.gpu_path

@@ -20,7 +20,6 @@ cmd/gpu-kubelet-plugin/main.go DriverName, deviceinfo.go Attributes, partitions.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 
@@ -49,8 +48,6 @@ KUBELET_PLUGIN_DAEMONSET = "nvidia-dra-driver-kubelet-plugin"
 KUBELET_PLUGIN_APP = KUBELET_PLUGIN_DAEMONSET
 KUBELET_PLUGIN_CONTAINER = "gpus"
 KUBELET_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.dra-driver"
-# GPUCluster.status (api/nvidia/v1alpha1/gpucluster_types.go; controllers/gpucluster_controller.go).
-GPUCLUSTER_STATES = ("ready", "notReady", "disabled")
 
 
 def dra_driver_enabled(snapshot: ClusterSnapshot) -> bool:
@@ -69,12 +66,3 @@ def resource_model(snapshot: ClusterSnapshot) -> ResourceModel:
 
 def both_models(snapshot: ClusterSnapshot) -> bool:
     return bool(snapshot.gpu_clusters) and bool(snapshot.clusterpolicies)
-
-
-def describe(snapshot: ClusterSnapshot) -> dict[str, Any]:
-    """What the report header says about the model: its name and the objects it was read from."""
-    model = resource_model(snapshot)
-    source = {ResourceModel.DEVICE_PLUGIN: "ClusterPolicy (device plugin)",
-              ResourceModel.DRA_DRIVER: "ClusterPolicy spec.draDriver.enabled=true",
-              ResourceModel.GPUCLUSTER: "GPUCluster nvidia.com/v1alpha1"}[model]
-    return {"model": str(model), "source": source, "conflict": both_models(snapshot)}

@@ -56,8 +56,13 @@ class Device:
         return self.pool, self.name
 
 
+def _dict(value: Any) -> Obj:
+    """A field that should be an object; anything else (a hand-edited or foreign object) reads as empty."""
+    return value if isinstance(value, dict) else {}
+
+
 def _device(d: Obj, pool: str, slice_name: str) -> Device:
-    memory = ((d.get("capacity") or {}).get("memory") or {}).get("value")
+    memory = _dict(_dict(d.get("capacity")).get("memory")).get("value")
     return Device(name=str(d.get("name", "")), pool=pool, slice=slice_name, type=str(attribute(d, "type") or ""),
                   uuid=str(attribute(d, "uuid") or ""), product=str(attribute(d, "productName") or ""),
                   memory=quantity_bytes(memory))
@@ -92,20 +97,20 @@ class DraView:
     def by_node(self) -> dict[str, NodeSlices]:
         pools: dict[tuple[str, str], list[Obj]] = {}
         for s in self.snapshot.resource_slices:
-            spec = s.get("spec") or {}
+            spec = _dict(s.get("spec"))
             if spec.get("driver") != DRA_DRIVER_NAME or not spec.get("nodeName"):
                 continue
-            pool = str((spec.get("pool") or {}).get("name") or spec["nodeName"])
+            pool = str(_dict(spec.get("pool")).get("name") or spec["nodeName"])
             pools.setdefault((str(spec["nodeName"]), pool), []).append(s)
         out: dict[str, tuple[list[Obj], list[Device], list[str]]] = {}
         for (node, pool), slices in pools.items():
-            gen = max(_int((s["spec"].get("pool") or {}).get("generation")) for s in slices)
-            newest = [s for s in slices if _int((s["spec"].get("pool") or {}).get("generation")) == gen]
-            want = max(_int((s["spec"].get("pool") or {}).get("resourceSliceCount")) for s in newest) or 1
+            gen = max(_int(_pool(s).get("generation")) for s in slices)
+            newest = [s for s in slices if _int(_pool(s).get("generation")) == gen]
+            want = max(_int(_pool(s).get("resourceSliceCount")) for s in newest) or 1
             acc = out.setdefault(node, ([], [], []))
             acc[0].extend(newest)
             acc[1].extend(_device(d, pool, name_of(s)) for s in newest
-                          for d in s["spec"].get("devices") or [] if isinstance(d, dict))
+                          for d in _list(s["spec"].get("devices")) if isinstance(d, dict))
             if len(newest) < want:
                 acc[2].append(f"{pool} (generation {gen}: {len(newest)} of {want} slices)")
         return {n: NodeSlices(tuple(s), tuple(d), tuple(i)) for n, (s, d, i) in out.items()}
@@ -118,8 +123,8 @@ class DraView:
         """(pool, device) of gpu.nvidia.com -> the claims ('namespace/name') it is allocated to exclusively."""
         out: dict[tuple[str, str], list[str]] = {}
         for c in self.snapshot.resource_claims:
-            results = (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
-            meta = c.get("metadata") or {}
+            results = _list(_dict(_dict(_dict(c.get("status")).get("allocation")).get("devices")).get("results"))
+            meta = _dict(c.get("metadata"))
             who = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
             for r in results:
                 # An adminAccess allocation (the operator's nvidia-dra-validator holds one per node) monitors the
@@ -130,6 +135,14 @@ class DraView:
 
     def device_class(self, name: str) -> Obj | None:
         return next((d for d in self.snapshot.device_classes if name_of(d) == name), None)
+
+
+def _pool(s: Obj) -> Obj:
+    return _dict(s["spec"].get("pool"))
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _int(value: Any) -> int:

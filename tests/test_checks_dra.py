@@ -316,7 +316,10 @@ def test_malformed_dra_objects_do_not_crash() -> None:
     snap = F.healthy_gpucluster_snapshot()
     snap.resource_slices.append({"spec": {"driver": "gpu.nvidia.com", "nodeName": N1, "pool": None,
                                           "devices": ["x", {"attributes": {"uuid": "flat"}, "capacity": None}]}})
+    snap.resource_slices.append({"spec": {"driver": "gpu.nvidia.com", "nodeName": N1, "pool": "p", "devices": {}}})
+    snap.resource_slices.append({"spec": "nonsense"})
     snap.resource_claims.append({"metadata": {}, "status": {"allocation": {"devices": {"results": [None]}}}})
+    snap.resource_claims.append({"metadata": "x", "status": {"allocation": "x"}})
     snap.gpu_clusters[0]["status"] = {"state": "weird", "conditions": [{"type": "Error", "reason": "X"}]}
     F.refresh(snap)
     findings, _ = judge(snap)
@@ -352,3 +355,22 @@ def test_report_header_names_the_model() -> None:
     assert "GPU resource model" in html and "gpucluster" in html
     # A report of a run before the DRA models: the device-plugin model, said so.
     assert "GPU resource model device-plugin" in summary_lines(healthy_cluster())[0]
+
+
+def test_the_reader_keeps_what_the_dra_checks_read() -> None:
+    from gpu_conformance.cluster.trim import RESOURCE_CLAIM, RESOURCE_SLICE, trim
+
+    claim = F.resource_claim("ml", "a", N1, "gpu-0")
+    claim["metadata"]["managedFields"] = [{"manager": "kube-scheduler", "fieldsV1": {"f:status": {}}}]
+    kept = trim(claim, RESOURCE_CLAIM)
+    assert "managedFields" not in kept["metadata"] and kept["status"] == claim["status"]
+    sl = F.resource_slice(N1, 2)
+    assert trim(sl, RESOURCE_SLICE)["spec"] == sl["spec"]
+
+
+@pytest.mark.parametrize("status", ["ready", {"state": "ready", "conditions": {"Ready": "True"}}, None])
+def test_opr008_malformed_status_is_one_finding(status) -> None:
+    snap = F.healthy_gpucluster_snapshot()
+    snap.gpu_clusters[0]["status"] = status
+    f = cluster("OPR-008", snap)
+    assert f.status == Status.FAIL and "gpu-cluster" in f.message

@@ -27,10 +27,12 @@ NEVER_FAIL = {"OPR-005",  # an untagged operator image is a warning: expectation
               "DPL-013"}  # every GPU device claimed is busy, not broken: a warning (fault dra-all-claimed)
 # Checks whose failures no sim fault reaches yet, with the unit tests that make them fail. OPR-003's one sim fault
 # (no-gpu-nodes) is now explained by NFD-001 (issue 20 item 5); an MPS control daemon fault would trip it.
+# The DRA checks (issue #22): the dra-* faults trip DPL-010..012 (DPL-013 only warns); OPR-008/OPR-009 have no
+# sim fault yet: their unit tests make them fail.
+DRA = "tests/test_checks_dra.py::"
 UNIT_TESTED_ONLY = {"OPR-003": "tests/test_root_cause.py::test_mps_control_daemon_not_ready_is_named_on_its_node",
-                    # The GPUCluster's own failure and both CRs at once: no sim fault yet (issue #22).
-                    "OPR-008": "tests/test_checks_dra.py::test_opr008_operand_not_ready_no_node_explains",
-                    "OPR-009": "tests/test_checks_dra.py::test_both_models_is_one_opr009_failure"}
+                    "OPR-008": DRA + "test_opr008_reconcile_failed_quotes_the_operator",
+                    "OPR-009": DRA + "test_both_models_is_one_opr009_failure"}
 
 
 def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path, gpu_nodes: int = 3,

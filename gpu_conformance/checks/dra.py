@@ -56,7 +56,10 @@ GFD_PRODUCT, GFD_COUNT, GFD_MEMORY_MIB = "nvidia.com/gpu.product", "nvidia.com/g
 
 
 def _condition(obj: Obj, ctype: str) -> Obj:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), {})
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    return next((c for c in conditions if isinstance(c, dict) and c.get("type") == ctype), {}) \
+        if isinstance(conditions, list) else {}
 
 
 # ---- operator layer ----------------------------------------------------------------------------------------
@@ -93,14 +96,14 @@ def one_resource_model(snap: ClusterSnapshot, settings: Settings) -> list[Findin
        kubectl="kubectl get gpuclusters.nvidia.com -o jsonpath='{range .items[*]}{.metadata.name} {.status.state} "
                "{.status.conditions}{\"\\n\"}{end}'",
        detects="GPUCluster never reconciled, ReconcileFailed, PrerequisiteNotMet; OperandNotReady that no node's "
-               "kubelet plugin explains (n/a without a GPUCluster)",
+               "kubelet plugin explains",
        na_in=(ResourceModel.DEVICE_PLUGIN, ResourceModel.DRA_DRIVER),
        na_why="no GPUCluster; the ClusterPolicy is judged by OPR-003")
 def gpucluster_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     gc = sorted(snap.gpu_clusters, key=lambda g: ((g.get("metadata") or {}).get("creationTimestamp", ""),
                                                   name_of(g)))[0]
-    status = gc.get("status") or {}
-    state = status.get("state", "")
+    status = gc.get("status") if isinstance(gc.get("status"), dict) else {}
+    state = str(status.get("state") or "")
     ready, error = _condition(gc, "Ready"), _condition(gc, "Error")
     ev: dict[str, Any] = {"object": f"gpucluster/{name_of(gc)}", "field": "status",
                           "status.state": state or "<unset>",
@@ -149,7 +152,7 @@ def _operand_not_ready(snap: ClusterSnapshot, settings: Settings, gc: Obj, ev: d
        kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-dra-driver-kubelet-plugin "
                "--field-selector spec.nodeName={node}",
        detects="DRA kubelet plugin pod missing, stuck in driver-validation (driver not ready) or crash-looping; "
-               "WARN on restarts (n/a in the device-plugin model)",
+               "WARN on restarts",
        rank=-1, na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
 def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     ns = namespace(snap, settings)
@@ -186,7 +189,7 @@ def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Find
             "resource.k8s.io/v1 API (Kubernetes 1.34 or later).",
        kubectl="kubectl get deviceclasses -o wide",
        detects="DeviceClass gpu.nvidia.com missing (every claim for a GPU fails), or not selecting the driver's "
-               "GPUs (n/a in the device-plugin model)",
+               "GPUs",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
 def gpu_device_class(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     dc = dra_view(snap).device_class(GPU_DEVICE_CLASS)
@@ -248,7 +251,7 @@ def _attribute_problems(gpus: list[Device], labels: dict[str, str]) -> tuple[lis
             "the plugin skipped devices (NVML, unhealthy at start).",
        kubectl="kubectl get resourceslices --field-selector spec.nodeName={node},spec.driver=gpu.nvidia.com -o yaml",
        detects="no ResourceSlice of gpu.nvidia.com for the node, an incomplete pool, fewer GPUs than "
-               "nvidia.com/gpu.count, devices without uuid/productName/memory (n/a in the device-plugin model)",
+               "nvidia.com/gpu.count, devices without uuid/productName/memory",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
 def slices_publish_gpus(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     view = dra_view(snap)
@@ -306,8 +309,7 @@ def slices_publish_gpus(snap: ClusterSnapshot, settings: Settings) -> list[Findi
             "(FailedScheduling 'cannot allocate all claims') until one is released. adminAccess claims (the "
             "operator's nvidia-dra-validator) do not take a device.",
        kubectl="kubectl get resourceclaims -A -o wide",
-       detects="WARN when every GPU device of the node is allocated, naming the claims (n/a in the device-plugin "
-               "model)",
+       detects="WARN when every GPU device of the node is allocated, naming the claims",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
 def device_free(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
     view = dra_view(snap)

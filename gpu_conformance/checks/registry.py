@@ -29,7 +29,7 @@ def check(id: str, layer: Layer, title: str, *, hint: str, kubectl: str, detects
             raise ValueError(f"duplicate check id {id}")
         REGISTRY[id] = Check(id=id, layer=layer, title=title, hint=hint, kubectl=kubectl,
                              func=_model_scoped(id, func, na_in, na_why), detects=detects, rank=rank, gate=gate,
-                             gpu_path=gpu_path)
+                             gpu_path=gpu_path, na_in=tuple(str(m) for m in na_in))
         return func
 
     return wrap

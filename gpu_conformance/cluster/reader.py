@@ -197,11 +197,11 @@ class ClusterReader:
             # The DRA model (resource_model.py): absent on clusters before resource.k8s.io/v1 (Kubernetes 1.34) or
             # without the GPUCluster CRD (operators before v26.7), which reads as "none", not as an error.
             ListSpec("resource_slices", "/apis/resource.k8s.io/v1/resourceslices", "resource.k8s.io",
-                     "resourceslices", optional=True),
+                     "resourceslices", optional=True, shape=trim.RESOURCE_SLICE),
             ListSpec("device_classes", "/apis/resource.k8s.io/v1/deviceclasses", "resource.k8s.io",
                      "deviceclasses", optional=True),
             ListSpec("resource_claims", "/apis/resource.k8s.io/v1/resourceclaims", "resource.k8s.io",
-                     "resourceclaims", optional=True),
+                     "resourceclaims", optional=True, shape=trim.RESOURCE_CLAIM),
             ListSpec("gpu_clusters", "/apis/nvidia.com/v1alpha1/gpuclusters", "nvidia.com", "gpuclusters",
                      optional=True),
             # Only the two CRDs that matter: a cluster can hold hundreds of large CRD objects.

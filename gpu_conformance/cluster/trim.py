@@ -50,8 +50,13 @@ EVENT: Shape = {
     "type": KEEP, "reason": KEEP, "message": KEEP, "count": KEEP, "firstTimestamp": KEEP, "lastTimestamp": KEEP,
     "eventTime": KEEP, "series": KEEP, "source": KEEP, "reportingComponent": KEEP,
 }
+# The DRA objects: everything but metadata's bulk (managedFields, annotations). Claims are read cluster-wide, one per
+# GPU workload, so their managedFields would be most of them.
+RESOURCE_CLAIM: Shape = {"metadata": _METADATA, "spec": KEEP, "status": KEEP}
+RESOURCE_SLICE: Shape = {"metadata": _METADATA, "spec": KEEP}
 # Per API kind of a LIST's items ("PodList" -> POD); kinds not named here are kept whole.
-SHAPES: dict[str, Shape] = {"Pod": POD, "Node": NODE, "Event": EVENT}
+SHAPES: dict[str, Shape] = {"Pod": POD, "Node": NODE, "Event": EVENT, "ResourceClaim": RESOURCE_CLAIM,
+                            "ResourceSlice": RESOURCE_SLICE}
 
 
 def trim(obj: Any, shape: Shape) -> Any:

@@ -372,10 +372,11 @@ class SimCluster:
                     # objects reject, so they only retried failing writes over every operand pod (at 1,000
                     # nodes a large share of kcm's CPU); nothing in the suite reads endpoints.
                     # Nor the controllers for what neither the GPU Operator nor the suite uses (volumes,
-                    # StatefulSets, PDBs, HPAs, CronJobs, DRA, cloud routes): each watches every pod or node
-                    # and the ttl controller patches every node once, which on a 1,000-node install costs CPU
-                    # the operand pods need. DaemonSets, Deployments, Jobs, namespaces, GC, node lifecycle
-                    # and taint eviction stay: faults and the probe go through them.
+                    # StatefulSets, PDBs, HPAs, CronJobs, DRA device taints, cloud routes): each watches every
+                    # pod or node and the ttl controller patches every node once, which on a 1,000-node install
+                    # costs CPU the operand pods need. DaemonSets, Deployments, Jobs, namespaces, GC, node lifecycle,
+                    # taint eviction and resourceclaim (the DRA probe's claims from its template) stay: faults
+                    # and the probe go through them.
                     "--controllers=*," + ",".join(f"-{c}-controller" for c in _UNUSED_CONTROLLERS),
                     f"--cluster-signing-cert-file={pki.ca_cert}", f"--cluster-signing-key-file={pki.ca_key}",
                     # kwok heartbeats every 4-5 min without leases (kwok-stages.yaml); a generous grace

@@ -850,7 +850,7 @@ def _plugin_pod(ctx: FaultContext, node: str) -> Obj:
 
 def _wait_slice_gone(ctx: FaultContext, node: str) -> None:
     # The operand loop withdraws the node's slice once the plugin pod is not Ready (kubelet drops a
-    # deregistered driver's slices).
+    # deregistered driver's slices). DPL-012's failure there is blocked behind DPL-010, its cause.
     ctx.wait(lambda: not hosts.node_slices(ctx.kube, node), f"ResourceSlice of {node} withdrawn")
 
 
@@ -858,7 +858,7 @@ def _wait_slice_gone(ctx: FaultContext, node: str) -> None:
        "(its gRPC socket under /var/lib/kubelet/plugins is not served): the node publishes no ResourceSlice",
        "gpu-node-1: nvidia-dra-driver-kubelet-plugin Running with container gpus not Ready (startup probe "
        "failing); its ResourceSlice withdrawn",
-       Layer.DEVICE_PLUGIN, {"DPL-010", "DPL-012"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
+       Layer.DEVICE_PLUGIN, {"DPL-010"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
        root_cause_check="DPL-010")
 def _dra_no_resourceslices(ctx: FaultContext) -> None:
     pod = _plugin_pod(ctx, NODE)
@@ -877,7 +877,7 @@ def _dra_no_resourceslices(ctx: FaultContext) -> None:
 @fault("dra-kubelet-plugin-crashloop", "the DRA kubelet plugin crash-loops on one node (NVML cannot initialise, "
        "a CDI root it cannot write): kubelet deletes its ResourceSlices, no GPU of the node can be claimed",
        "gpu-node-1: nvidia-dra-driver-kubelet-plugin container gpus CrashLoopBackOff; its ResourceSlice withdrawn",
-       Layer.DEVICE_PLUGIN, {"DPL-010", "DPL-012"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
+       Layer.DEVICE_PLUGIN, {"DPL-010"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
        root_cause_check="DPL-010")
 def _dra_plugin_crashloop(ctx: FaultContext) -> None:
     pod = _plugin_pod(ctx, NODE)
