@@ -32,16 +32,28 @@ from gpu_conformance.checks.probe_checks import (
     plan_probe,
     scheduler_busy,
     settled,
+    skip_claimed_nodes,
     taken_away,
     unschedulable,
 )
 from gpu_conformance.cluster.connect import Connection, raw_request
 from gpu_conformance.cluster.retry_after import asked_wait, stop_retry_after, wait_retry_after
-from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
+from gpu_conformance.cluster.snapshot import GPU_RESOURCE, ClusterSnapshot, labels_of, name_of
 from gpu_conformance.cluster.unreachable import unreachable
+from gpu_conformance.dra_snapshot import extended_resource_class, plan_paths
 from gpu_conformance.errors import ClusterAccessError, ConformanceError, UsageError, internal_error
+from gpu_conformance.probe_claims import (
+    DEVICE_CLASS,
+    RESOURCE_API,
+    ProbePath,
+    claim_for,
+    template_manifest,
+    template_name,
+    wire_claim,
+)
 from gpu_conformance.probe_observations import EXPIRES_ANNOTATION, Leftover, PodObservation, ProbeObservations
 from gpu_conformance.probe_output import PROBE_SCRIPT
+from gpu_conformance.resource_model import resource_model
 from gpu_conformance.settings import Settings
 from gpu_conformance.signals import interruption, signals_deferred
 
@@ -227,10 +239,13 @@ def expires_at(settings: Settings) -> str:
     return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=lifetime)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> dict[str, Any]:
+def pod_manifest(run_id: str, node: str, resource: str, settings: Settings,
+                 path: str = ProbePath.DEVICE_PLUGIN, template: str = "") -> dict[str, Any]:
+    """The probe pod: `resource` requested (device-plugin and extended-resource paths), or the claim from
+    `template` (claim path)."""
     suffix = hashlib.sha1(node.encode()).hexdigest()[:8]
     gpus = str(settings.probe_gpus)
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -255,6 +270,7 @@ def pod_manifest(run_id: str, node: str, resource: str, settings: Settings) -> d
             }],
         },
     }
+    return wire_claim(pod, template) if path == ProbePath.CLAIM else pod
 
 
 def resolve_namespace(api: ProbeApi, settings: Settings) -> tuple[str, str]:
@@ -278,10 +294,16 @@ def resolve_namespace(api: ProbeApi, settings: Settings) -> tuple[str, str]:
     return own_namespace(settings.run_id), "own"
 
 
-def required_permissions(namespace: str, mode: str) -> list[tuple[str, str, str, str]]:
-    """(verb, group, resource, namespace) the probe needs in this mode (SelfSubjectAccessReview)."""
+def required_permissions(namespace: str, mode: str, dra: bool = False) -> list[tuple[str, str, str, str]]:
+    """(verb, group, resource, namespace) the probe needs in this mode (SelfSubjectAccessReview); `dra`: the
+    cluster runs a DRA model, so the probe also creates its ResourceClaimTemplate and reads its claims."""
     pods = [("create", "", "pods", namespace), ("list", "", "pods", namespace),
             ("get", "", "pods/log", namespace), ("list", "", "events", namespace)]
+    if dra:
+        pods += [("create", "resource.k8s.io", "resourceclaimtemplates", namespace),
+                 ("list", "resource.k8s.io", "resourceclaims", namespace)]
+        if mode == "shared":
+            pods.append(("delete", "resource.k8s.io", "resourceclaimtemplates", namespace))
     if mode == "shared":
         return [*pods, ("deletecollection", "", "pods", namespace)]
     return [("create", "", "namespaces", ""), ("delete", "", "namespaces", ""), *pods]
@@ -306,7 +328,21 @@ def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
         ns = p["metadata"].get("namespace", "")
         if rid != run_id and ns not in namespaces and not p["metadata"].get("deletionTimestamp"):
             out.append(Leftover.of("pod", p, rid, now))
+    for t in _shared_templates(api, sel):
+        rid = labels_of(t).get(RUN_LABEL, "")
+        if rid != run_id and not t["metadata"].get("deletionTimestamp"):
+            out.append(Leftover.of("resourceclaimtemplate", t, rid, now))
     return sorted(out, key=lambda lo: -lo.age_seconds)
+
+
+def _shared_templates(api: ProbeApi, sel: list[tuple[str, str]]) -> list[dict]:
+    """ResourceClaimTemplates of the DRA models' probe in the shared namespace (a run's own namespace goes whole):
+    none where the cluster has no resource.k8s.io API, the namespace does not exist or listing them is not allowed."""
+    try:
+        return api.items(f"{RESOURCE_API}/namespaces/{SHARED_NAMESPACE}/resourceclaimtemplates", sel)
+    except ProbeApiError as e:
+        log.debug("cannot list probe ResourceClaimTemplates: %s", e)
+        return []
 
 
 def list_leftovers(conn: Connection, run_id: str) -> list[Leftover]:
@@ -322,8 +358,9 @@ def delete_leftovers(api: ProbeApi, leftovers: list[Leftover]) -> list[str]:
     """Delete what find_leftovers found; returns one line per object that could not be deleted."""
     errors = []
     for lo in leftovers:
-        path = (f"/api/v1/namespaces/{lo.name}" if lo.kind == "namespace"
-                else f"/api/v1/namespaces/{lo.namespace}/pods/{lo.name}")
+        path = {"namespace": f"/api/v1/namespaces/{lo.name}",
+                "resourceclaimtemplate": f"{RESOURCE_API}/namespaces/{lo.namespace}/resourceclaimtemplates/{lo.name}",
+                }.get(lo.kind, f"/api/v1/namespaces/{lo.namespace}/pods/{lo.name}")
         try:
             api.request("DELETE", path, body={"propagationPolicy": "Background", "gracePeriodSeconds": 0})
         except ProbeApiError as e:
@@ -351,17 +388,28 @@ class Probe:
                 return obs
             # GPUs in use are read per node for the nodes a probe pod would go to, when they are few; beyond that
             # the scheduler's verdict on the probe pods says which nodes are fully taken (scheduler_busy).
+            obs.model = str(resource_model(self.snap))
             obs.plan = plan_probe(self.snap, self.settings, eligible, {})
-            if 0 < len(obs.plan.targets) <= PER_NODE_LISTS_MAX:
+            # In the DRA models no pod requests nvidia.com/gpu from a device plugin: nothing to count per node.
+            if obs.model == "device-plugin" and 0 < len(obs.plan.targets) <= PER_NODE_LISTS_MAX:
                 obs.plan = plan_probe(self.snap, self.settings, eligible, self._gpus_in_use(obs.plan.targets))
+            elif obs.model != "device-plugin":
+                skip_claimed_nodes(self.snap, self.settings, obs.plan)
             if not obs.plan.targets:
                 return obs
             obs.namespace, obs.mode = namespace or resolve_namespace(self.api, self.settings)
+            paths = plan_paths(obs.model, obs.plan.targets, extended_resource_class(self.snap))
             for n in obs.plan.targets:
-                res = obs.plan.resources.get(n) or gpu_resource_for(self.snap.node_by_name[n])
-                obs.pods[n] = PodObservation(node=n, name=pod_name(self.settings.run_id, n), resource=res)
+                path = paths[n]
+                res = (DEVICE_CLASS if path == ProbePath.CLAIM else GPU_RESOURCE
+                       if path == ProbePath.EXTENDED_RESOURCE else
+                       obs.plan.resources.get(n) or gpu_resource_for(self.snap.node_by_name[n]))
+                obs.pods[n] = PodObservation(node=n, name=pod_name(self.settings.run_id, n), resource=res,
+                                             path=str(path))
             if obs.mode == "own":
                 self._create_namespace()
+            if any(p.path == ProbePath.CLAIM for p in obs.pods.values()):
+                self._create_template()
             self._create_pods()
             self._wait()
             scheduler_busy(self.snap, self.settings, obs)
@@ -434,9 +482,25 @@ class Probe:
                                          f"(apply rbac.yaml, or pass --no-probe)") from None
             raise
 
+    def _labels(self) -> dict[str, str]:
+        return {RUN_LABEL: self.settings.run_id, MANAGED_BY[0]: MANAGED_BY[1]}
+
+    def _create_template(self) -> None:
+        """The ResourceClaimTemplate the claim-path pods reference (one per run, deleted with its pods)."""
+        name = template_name(self.settings.run_id)
+        body = template_manifest(name, self._labels(), {EXPIRES_ANNOTATION: expires_at(self.settings)},
+                                 self.settings.probe_gpus)
+        try:
+            self._write("POST", f"{RESOURCE_API}/namespaces/{self.obs.namespace}/resourceclaimtemplates", body,
+                        what=f"create resourceclaimtemplates in {self.obs.namespace}")
+        except ProbeApiError as e:
+            if e.status != 409:  # 409: a retried create whose first attempt went through
+                raise
+        self.obs.template = name
+
     def _create_pods(self) -> None:
         def create(p: PodObservation) -> None:
-            body = pod_manifest(self.settings.run_id, p.node, p.resource, self.settings)
+            body = pod_manifest(self.settings.run_id, p.node, p.resource, self.settings, p.path, self.obs.template)
             try:
                 self._write("POST", f"{self._ns_path()}/pods", body, what=f"create pods in {self.obs.namespace}")
             except ProbeApiError as e:
@@ -467,10 +531,11 @@ class Probe:
                               "probe pods ran"
                 return
             pods, by_pod = self._poll()
+            claims = self._claims()
             now = time.monotonic()
             for p in live:
                 if not p.gone:
-                    self._observe(p, pods.get(p.name), by_pod.get(p.name, []))
+                    self._observe(p, pods.get(p.name), by_pod.get(p.name, []), claims)
                 if p.pod and unschedulable(p.pod):
                     unschedulable_since.setdefault(p.name, now)
             self._mark_deleted_nodes(nodes.due(live, now))
@@ -491,13 +556,23 @@ class Probe:
             by_pod.setdefault(e.get("involvedObject", {}).get("name", ""), []).append(e)
         return pods, by_pod
 
+    def _claims(self) -> list[dict]:
+        """The namespace's ResourceClaims when a probe pod took a DRA path (one LIST, whatever the number of pods):
+        the generated claims carry the run's label from the template, the scheduler's extended-resource claims
+        carry none, so the namespace is listed whole and each pod finds its own by name or owner."""
+        if all(p.path == ProbePath.DEVICE_PLUGIN for p in self.obs.pods.values()):
+            return []
+        return self.api.items(f"{RESOURCE_API}/namespaces/{self.obs.namespace}/resourceclaims")
+
     @staticmethod
-    def _observe(p: PodObservation, current: dict | None, events: list[dict]) -> None:
+    def _observe(p: PodObservation, current: dict | None, events: list[dict], claims: list[dict] | None = None) -> None:
         p.events = sorted(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
         if current is None:
             p.gone = f"probe pod {p.name} was deleted by someone else before it finished"
             return
         p.pod = current
+        if claims:
+            p.claim = claim_for(current, claims) or p.claim
         if current["metadata"].get("deletionTimestamp") and p.phase not in ("Succeeded", "Failed"):
             p.gone = f"probe pod {p.name} is being deleted by someone else before it finished"
 
@@ -551,6 +626,9 @@ class Probe:
                 cleaner.request("DELETE", f"{self._ns_path()}/pods",
                                 [("labelSelector", f"{RUN_LABEL}={self.settings.run_id}"),
                                  ("gracePeriodSeconds", "0")])
+                if obs.template:
+                    # The pods' generated claims are owned by the pods: the garbage collector deletes them too.
+                    self._delete_template(cleaner)
             obs.deleted = True
         except ProbeApiError as e:
             obs.deleted = e.status == 404  # already gone counts as deleted
@@ -561,9 +639,18 @@ class Probe:
         what = f"namespace {obs.namespace}" if obs.mode == "own" else f"pods of run {obs.run_id} in {obs.namespace}"
         log.debug("probe cleanup: %s %s", what, "deleted" if obs.deleted else f"NOT deleted: {obs.cleanup_error}")
 
+    def _delete_template(self, cleaner: ProbeApi) -> None:
+        try:
+            cleaner.request("DELETE", f"{RESOURCE_API}/namespaces/{self.obs.namespace}/resourceclaimtemplates/"
+                            f"{self.obs.template}")
+        except ProbeApiError as e:
+            if e.status != 404:
+                raise
+
     def cleanup_sentence(self) -> str:
         obs = self.obs
         what = (f"probe namespace {obs.namespace}" if obs.mode == "own"
-                else f"probe pods of run {obs.run_id} in namespace {obs.namespace}")
+                else f"probe pods of run {obs.run_id} in namespace {obs.namespace}"
+                + (f" and ResourceClaimTemplate {obs.template}" if obs.template else ""))
         return f"{what} deleted" if obs.deleted else f"{what} NOT deleted ({obs.cleanup_error})"
 

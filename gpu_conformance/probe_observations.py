@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gpu_conformance.probe_claims import ProbePath, claim_summary
 from gpu_conformance.probe_output import ProbeOutput, parse_probe_output
 
 Obj = dict[str, Any]
@@ -62,6 +63,10 @@ class PodObservation:
     gone: str = ""
     # The pod's node no longer exists (a GET of it answered 404): nothing will ever run the pod.
     node_deleted: bool = False
+    # How the pod asks for its GPU: "device-plugin", "claim" or "extended-resource" (probe_claims.ProbePath).
+    path: str = ProbePath.DEVICE_PLUGIN
+    # Its ResourceClaim as last seen (claim and extended-resource paths), None until there is one.
+    claim: Obj | None = None
 
     @property
     def output(self) -> ProbeOutput:
@@ -77,7 +82,8 @@ class PodObservation:
     def to_dict(self, image: str) -> dict[str, Any]:
         out = self.output
         return {"name": self.name, "node": self.node, "phase": self.phase or ("Refused" if self.refused else "?"),
-                "image": image, "resource": self.resource, "events": self.event_lines(), "logs": self.logs,
+                "image": image, "resource": self.resource, "path": str(self.path),
+                "claim": claim_summary(self.claim), "events": self.event_lines(), "logs": self.logs,
                 "logs_truncated": self.logs_truncated, "logs_error": self.logs_error,
                 "refused": self.refused, "gone": self.gone, "node_deleted": self.node_deleted,
                 "gpus_seen": out.gpus, "visible_devices": out.visible_devices, "cdi": out.injected_by_cdi}
@@ -96,7 +102,7 @@ _RUN_ID_TIME = re.compile(r"^(\d{8}-\d{6})-")
 class Leftover:
     """A probe namespace or pod of another run: a dead run's leftover, or (expires_in > 0) a run in progress."""
 
-    kind: str          # "namespace" or "pod"
+    kind: str          # "namespace", "pod" or "resourceclaimtemplate" (the DRA models' probe)
     name: str
     namespace: str     # for pods
     run_id: str
@@ -118,7 +124,7 @@ class Leftover:
                    (expires - now).total_seconds() if expires else 0.0)
 
     def describe(self) -> str:
-        what = f"namespace {self.name}" if self.kind == "namespace" else f"pod {self.namespace}/{self.name}"
+        what = f"namespace {self.name}" if self.kind == "namespace" else f"{self.kind} {self.namespace}/{self.name}"
         running = f", in progress for up to {format_age(self.expires_in)} more" if self.in_progress else ""
         return f"{what} (run {self.run_id or '?'}, age {format_age(self.age_seconds)}{running})"
 
@@ -180,6 +186,10 @@ class ProbeObservations:
     # "own": a namespace created and deleted by this run; "shared": a namespace the admin created (rbac.yaml).
     mode: str = "own"
     image: str = ""
+    # The GPU resource model the probe followed ("device-plugin", "dra-driver", "gpucluster") and, in the DRA
+    # models, the ResourceClaimTemplate it created in its namespace ("" if none).
+    model: str = "device-plugin"
+    template: str = ""
     plan: ProbePlan = field(default_factory=ProbePlan)
     pods: dict[str, PodObservation] = field(default_factory=dict)  # by node
     skipped: str = ""
@@ -192,7 +202,8 @@ class ProbeObservations:
     requests: int = 0  # API requests of the probe (polls list by label: not one per pod)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "mode": self.mode, "skipped": self.skipped, "aborted": self.aborted,
+        return {"namespace": self.namespace, "mode": self.mode, "model": self.model, "template": self.template,
+                "skipped": self.skipped, "aborted": self.aborted,
                 "scope": self.plan.scope, "deleted": self.deleted, "cleanup_error": self.cleanup_error,
                 "seconds": round(self.seconds, 2), "requests": self.requests,
                 "not_probed": {n: {"reason": str(s.kind), "message": s.message}

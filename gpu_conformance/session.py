@@ -79,7 +79,8 @@ class ConformanceRun:
             from gpu_conformance.cluster.reader import ClusterReader
 
             self.probe_namespace = ns, mode = resolve_namespace(ProbeApi(self.conn), self.settings)
-            missing = ClusterReader(self.conn).missing_permissions(required_permissions(ns, mode))
+            missing = ClusterReader(self.conn).missing_permissions(
+                required_permissions(ns, mode, dra=resource_model(snap).dra))
             if missing:
                 raise ClusterAccessError("missing permissions for the probe: " + "; ".join(missing)
                                          + " (apply rbac.yaml, or pass --no-probe for a read-only run)")

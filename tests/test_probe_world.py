@@ -349,7 +349,7 @@ def run_id_at(seconds_from_now: float) -> str:
 
 def probe_object(kind: str, name: str, run_id: str, age: float, expires_in: float | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "labels": {probe_mod.RUN_LABEL: run_id}, "creationTimestamp": stamp(-age)}
-    if kind == "pod":
+    if kind != "namespace":
         meta["namespace"] = NS
     if expires_in is not None:
         meta["annotations"] = {EXPIRES: stamp(expires_in)}
@@ -371,13 +371,17 @@ class LabelledObjects:
             probe_object("pod", "gpu-probe-old-1", OLD, 9e7),                        # before the annotation
             probe_object("pod", "gpu-probe-young-1", run_id_at(-120), 120),          # no annotation, 2 min old
         ]
+        # A dead run's ResourceClaimTemplate (the DRA models' probe) in the shared namespace.
+        self.templates = [probe_object("resourceclaimtemplate", f"gpu-conformance-probe-{DEAD}", DEAD, 7200,
+                                       expires_in=-6600)]
         self.deleted: list[str] = []
 
     def request(self, api: object, method: str, path: str, *_: object, **__: object) -> bytes:
         if method == "DELETE":
             self.deleted.append(path.rsplit("/", 1)[1])
             return b"{}"
-        items = self.namespaces if path == "/api/v1/namespaces" else self.pods
+        items = (self.namespaces if path == "/api/v1/namespaces" else self.templates if "resource.k8s.io" in path
+                 else self.pods)
         return json.dumps({"items": items}).encode()
 
 
@@ -424,16 +428,18 @@ def test_a_concurrent_run_is_in_progress_not_a_leftover(monkeypatch: pytest.Monk
     conn: Any = SimpleNamespace(api=None, server="https://fake", user="u")
     found = {lo.name: lo for lo in probe_mod.find_leftovers(probe_mod.ProbeApi(conn), run_id="mine")}
     assert {n for n, lo in found.items() if lo.in_progress} == {f"gpu-conformance-probe-{LIVE}", "gpu-probe-young-1"}
-    assert {n for n, lo in found.items() if not lo.in_progress} == {"gpu-probe-dead-1", "gpu-probe-old-1"}
+    template = f"gpu-conformance-probe-{DEAD}"
+    assert {n for n, lo in found.items() if not lo.in_progress} == {"gpu-probe-dead-1", "gpu-probe-old-1", template}
 
     report = ProbeObservations(leftovers=list(found.values())).to_dict()
-    assert [lo.split(" (")[0] for lo in report["leftovers"]] == ["pod gpu-conformance-probe/gpu-probe-old-1",
-                                                                 "pod gpu-conformance-probe/gpu-probe-dead-1"]
+    assert [lo.split(" (")[0] for lo in report["leftovers"]] == [
+        "pod gpu-conformance-probe/gpu-probe-old-1", "pod gpu-conformance-probe/gpu-probe-dead-1",
+        f"resourceclaimtemplate gpu-conformance-probe/{template}"]
     runs = report["other_runs"]
     assert len(runs) == 2 and any(r.startswith(f"run {LIVE} (1 probe object(s), age 5m") for r in runs), runs
     lines = probe_lines(report)
     assert [warn for _, warn in lines] == [True, False]
-    assert "2 probe object(s) left by earlier runs" in lines[0][0] and LIVE not in lines[0][0]
+    assert "3 probe object(s) left by earlier runs" in lines[0][0] and LIVE not in lines[0][0]
     assert lines[1][0].startswith("note: 2 other probe run(s) in progress: ") and LIVE in lines[1][0]
 
 
@@ -449,7 +455,7 @@ def test_probe_cleanup_spares_a_run_in_progress_unless_forced(monkeypatch: pytes
         api=None, server="https://fake", user="u", close=lambda: None))
     assert main(["probe", "cleanup", *(["--force"] if force else [])]) == 0
     out = capsys.readouterr().out
-    dead = {"gpu-probe-dead-1", "gpu-probe-old-1"}
+    dead = {"gpu-probe-dead-1", "gpu-probe-old-1", f"gpu-conformance-probe-{DEAD}"}
     live = {f"gpu-conformance-probe-{LIVE}", "gpu-probe-young-1"}
     assert set(objects.deleted) == (dead | live if force else dead)
     if not force:

@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.probe import RUN_LABEL, SHARED_NAMESPACE
+from gpu_conformance.probe_claims import RESOURCE_API, template_manifest
 from gpu_conformance.sim.kube_client import Kube
 
 pytestmark = pytest.mark.sim
@@ -132,5 +133,12 @@ def test_service_account_with_rbac_yaml_runs_the_suite_and_nothing_more(tmp_path
              "metadata": {"name": "x", "namespace": SHARED_NAMESPACE},
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
              "subjects": [{"kind": "ServiceAccount", "name": "gpu-conformance", "namespace": "gpu-conformance"}]})
+        # The DRA models' probe: its ResourceClaimTemplate in its namespace (server-side dry run), nowhere else.
+        template = template_manifest("gpu-conformance-probe-x", {}, {}, 1)
+        sa.request("POST", f"{RESOURCE_API}/namespaces/{SHARED_NAMESPACE}/resourceclaimtemplates", template,
+                   query=[("dryRun", "All")])
+        assert "cannot create resource" in denied(sa, "POST", f"{RESOURCE_API}/namespaces/gpu-operator/"
+                                                  "resourceclaimtemplates", template)
+        sa.request("GET", f"{RESOURCE_API}/namespaces/{SHARED_NAMESPACE}/resourceclaims")
     finally:
         booted.stop()

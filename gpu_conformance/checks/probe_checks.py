@@ -24,7 +24,9 @@ from gpu_conformance.cluster.snapshot import (
     gpu_resources,
     labels_of,
 )
+from gpu_conformance.dra_snapshot import device_holders, node_devices
 from gpu_conformance.model import CheckFunc, Finding, Layer, Status
+from gpu_conformance.probe_claims import DEVICE_CLASS, ProbePath, claim_name_of, claim_summary
 from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan, Skip
 from gpu_conformance.settings import Settings
 
@@ -131,18 +133,97 @@ def scheduler_busy(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservat
         if p.refused or taken_away(p) or ((p.pod or {}).get("spec") or {}).get("nodeName"):
             continue
         said = next((line for line in p.event_lines() if line.startswith("FailedScheduling")), "")
-        advertised = advertised_gpu_resources(snap.node_by_name.get(n, {}))
-        if f"Insufficient {p.resource}" not in said or advertised.get(p.resource, 0) <= 0:
-            continue
-        obs.plan.not_probed[n] = Skip(
-            NotProbed.BUSY, f"{_busy_text(advertised, advertised)} (the scheduler: "
-            f"{said.removeprefix('FailedScheduling: ')}), the probe needs {settings.probe_gpus}: not probed",
-            {"object": f"node/{n}", "allocatable": advertised, "probe_pod": p.name, "scheduler": said,
-             "probe_needs": settings.probe_gpus})
+        if p.path != ProbePath.DEVICE_PLUGIN:
+            busy = _claims_busy(snap, settings, p, said)
+            if busy is None:
+                continue
+            obs.plan.not_probed[n] = busy
+        else:
+            advertised = advertised_gpu_resources(snap.node_by_name.get(n, {}))
+            if f"Insufficient {p.resource}" not in said or advertised.get(p.resource, 0) <= 0:
+                continue
+            obs.plan.not_probed[n] = Skip(
+                NotProbed.BUSY, f"{_busy_text(advertised, advertised)} (the scheduler: "
+                f"{said.removeprefix('FailedScheduling: ')}), the probe needs {settings.probe_gpus}: not probed",
+                {"object": f"node/{n}", "allocatable": advertised, "probe_pod": p.name, "scheduler": said,
+                 "probe_needs": settings.probe_gpus})
         obs.plan.targets = [t for t in obs.plan.targets if t != n]
         obs.plan.resources.pop(n, None)
         del obs.pods[n]
     obs.plan.scope = _scope(obs.plan, settings)
+
+
+# kube-scheduler v1.36's DynamicResources plugin (pkg/scheduler/framework/plugins/dynamicresources): the
+# allocator found no set of devices on the node for the pod's claims ...
+CANNOT_ALLOCATE = "cannot allocate all claims"
+# ... the DeviceClass a request names does not exist (PreFilter, so said for every node at once) ...
+NO_DEVICE_CLASS = "does not exist"
+# ... a claim already allocated on another node, or reserved by as many pods as it may be ...
+CLAIM_ELSEWHERE = "resourceclaim not available on the node"
+CLAIM_IN_USE = "resourceclaim in use"
+# ... an extended resource neither a device plugin advertises nor a DeviceClass backs (DRAExtendedResource).
+CANNOT_FIT = "cannot fit resource"
+# kube-controller-manager's resource-claim controller could not create a pod's claim from its template (an
+# event on the pod; until the claim exists kube-scheduler does not try the pod, so no FailedScheduling).
+CLAIM_CREATION_FAILED = "FailedResourceClaimCreation"
+
+
+def _devices_busy_text(snap: ClusterSnapshot, node: str, want: int) -> tuple[str, dict[str, Any]] | None:
+    """'all N gpu.nvidia.com device(s) of X are allocated to ns/claim, …' when fewer than `want` of the devices the
+    node publishes are free by the snapshot's ResourceClaims (as DPL-013 reads them); None when enough are free or
+    none is published."""
+    devices = node_devices(snap, node)
+    held = device_holders(snap, node)
+    free = [d for d in devices if d not in held]
+    if not devices or len(free) >= want:
+        return None
+    claims = sorted({held[d] for d in devices if d in held})
+    whose = f" to {', '.join(claims[:5])}{' …' if len(claims) > 5 else ''}"
+    text = (f"all {len(devices)} {DEVICE_CLASS} device(s) of {node} are allocated{whose}" if not free else
+            f"only {len(free)} of {len(devices)} {DEVICE_CLASS} device(s) of {node} free, the others allocated{whose}")
+    return text, {"object": f"node/{node}", "devices": devices, "claims": claims}
+
+
+def skip_claimed_nodes(snap: ClusterSnapshot, settings: Settings, plan: ProbePlan) -> None:
+    """DRA models: targets whose published GPU devices are all held by other claims in the snapshot are busy, not
+    probed — the counterpart of the device plugin's GPUs in use (plan_probe), read from the claims the snapshot
+    already holds, so no pod is created to hear the scheduler say so."""
+    want = settings.probe_gpus
+    for n in list(plan.targets):
+        busy = _devices_busy_text(snap, n, want)
+        if busy is None:
+            continue
+        text, evidence = busy
+        plan.not_probed[n] = Skip(NotProbed.BUSY, f"{text} (ResourceClaims), the probe needs {want}: not probed",
+                                  {**evidence, "probe_needs": want})
+        plan.targets.remove(n)
+        plan.resources.pop(n, None)
+    plan.scope = _scope(plan, settings)
+
+
+def _claims_busy(snap: ClusterSnapshot, settings: Settings, p: PodObservation, said: str) -> Skip | None:
+    """A claim the scheduler cannot allocate on a node that publishes GPU devices: busy, not broken — a workload
+    took them after the cluster was read (the probe asks for any device of the class, and the node passed
+    DPL-011/012, so its devices match it). Only a node that publishes none is PRB-001's failure."""
+    if CANNOT_ALLOCATE not in said:
+        return None
+    devices = node_devices(snap, p.node)
+    if not devices:
+        return None  # nothing published: the DRA driver's fault on the node, judged by PRB-001
+    want = settings.probe_gpus
+    known = _devices_busy_text(snap, p.node, want)
+    if known is None:
+        held = device_holders(snap, p.node)
+        claims = sorted({held[d] for d in devices if d in held})
+        free = len([d for d in devices if d not in held])
+        others = f"; {', '.join(claims[:5])} held the others" if claims else ""
+        known = (f"the {len(devices)} {DEVICE_CLASS} device(s) of {p.node} are allocated ({free} free when the "
+                 f"cluster was read, claimed since{others})",
+                 {"object": f"node/{p.node}", "devices": devices, "claims": claims})
+    text, evidence = known
+    return Skip(NotProbed.BUSY, f"{text} (the scheduler: {said.removeprefix('FailedScheduling: ')}), the probe "
+                f"needs {want}: not probed",
+                {**evidence, "probe_pod": p.name, "path": p.path, "scheduler": said, "probe_needs": want})
 
 
 def _busy_text(advertised: dict[str, int], used: dict[str, int]) -> str:
@@ -252,6 +333,11 @@ def settled(obs: PodObservation, unschedulable_for: float) -> bool:
     pod = obs.pod or {}
     if obs.phase in FINISHED or pull_failure(pod) or start_failure(pod):
         return True
+    if not (pod.get("spec") or {}).get("nodeName") and any(e.get("reason") == CLAIM_CREATION_FAILED
+                                                          for e in obs.events):
+        # The claim controller could not create the pod's claim from the run's template: kube-scheduler never
+        # tries the pod (no condition, no FailedScheduling), and retries meet the same refusal.
+        return True
     return unschedulable(pod) and unschedulable_for >= UNSCHEDULABLE_GRACE
 
 
@@ -288,9 +374,12 @@ def _judged(obs: ProbeObservations) -> list[PodObservation]:
             "or a nvidia.com/mig-<profile>; a key kubelet keeps at 0 is not asked for), and the scheduler sees only "
             "its allocatable count. 'Insufficient nvidia.com/…' comes from the device plugin (nothing advertised), "
             "unhealthy devices (allocatable 0), or GPUs used by other pods; 'untolerated taint' from a taint the "
-            "workload does not tolerate.",
+            "workload does not tolerate. In the DRA models the probe claims one device of DeviceClass gpu.nvidia.com "
+            "through a ResourceClaimTemplate: 'cannot allocate all claims' on a node that publishes no device in a "
+            "ResourceSlice is the DRA driver's kubelet plugin; every device held by other claims is busy, not broken.",
        kubectl="kubectl get events -A --field-selector involvedObject.kind=Pod,reason=FailedScheduling",
-       detects="all GPUs allocated; untolerated taint; GPU resource not advertised")
+       detects="all GPUs allocated; untolerated taint; GPU resource not advertised; a GPU claim kube-scheduler "
+               "cannot allocate (no published device, no DeviceClass, every device claimed: busy)")
 @_from_observations("PRB-001")
 def probe_scheduled(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
     f: list[Finding] = []
@@ -323,6 +412,14 @@ def probe_scheduled(snap: ClusterSnapshot, settings: Settings, obs: ProbeObserva
         if obs.aborted:
             continue
         reason = next((line for line in p.event_lines() if line.startswith("FailedScheduling")), "")
+        if p.path != ProbePath.DEVICE_PLUGIN:
+            f.append(Finding(Status.FAIL, _claim_unschedulable_message(snap, obs, p, reason), node=p.node,
+                             evidence={"pod": p.name, "phase": p.phase or "Pending", "path": p.path,
+                                       "claim": claim_summary(p.claim), "devices": node_devices(snap, p.node),
+                                       "events": p.event_lines()},
+                             kubectl=f"kubectl -n {obs.namespace} describe pod {p.name}; kubectl -n {obs.namespace} "
+                                     "get resourceclaims -o wide"))
+            continue
         f.append(Finding(Status.FAIL, _unschedulable_message(snap, p, reason or "not scheduled"),
                          node=p.node, evidence={"pod": p.name, "phase": p.phase or "Pending",
                                                 "events": p.event_lines()}, kubectl=_kubectl(obs, p)))
@@ -366,6 +463,43 @@ def _unschedulable_message(snap: ClusterSnapshot, p: PodObservation, event: str)
     return f"probe Pending on {node}: {text}"
 
 
+def _claim_unschedulable_message(snap: ClusterSnapshot, obs: ProbeObservations, p: PodObservation,
+                                 event: str) -> str:
+    """Why a claim-path (or DRA-backed extended-resource) probe pod was not scheduled, in kube-scheduler v1.36's
+    words and the claim's status."""
+    node = p.node
+    text = event.removeprefix("FailedScheduling: ")
+    claim = claim_summary(p.claim)
+    state = ""
+    if claim:
+        state = (f"; claim {claim['name']} allocated {', '.join(claim['devices'])}" if claim["allocated"] else
+                 f"; claim {claim['name']} not allocated")
+    if not event:
+        created = next((line for line in p.event_lines() if line.startswith(CLAIM_CREATION_FAILED)), "")
+        if created:
+            return (f"probe Pending: the ResourceClaim was not created from template {obs.template or '?'} "
+                    f"({created}) — kube-controller-manager's resource-claim controller")
+        if p.path == ProbePath.CLAIM and not claim and not claim_name_of(p.pod or {}):
+            return (f"probe Pending on {node}: its ResourceClaim was never created from template "
+                    f"{obs.template or '?'}, so kube-scheduler never tried the pod — is the resource-claim "
+                    "controller of kube-controller-manager running (DynamicResourceAllocation enabled)?")
+        return f"probe Pending on {node}: not scheduled{state}"
+    if NO_DEVICE_CLASS in event and "device class" in event:
+        return (f"probe Pending: {text} — the DeviceClass {DEVICE_CLASS} is missing (the operator creates it with "
+                "the DRA driver)")
+    if CANNOT_ALLOCATE in event and not node_devices(snap, node):
+        return (f"probe Pending: {text}{state} — {node} publishes no {DEVICE_CLASS} device in a ResourceSlice: "
+                "the DRA driver's kubelet plugin is not running there or found no GPU")
+    if CLAIM_ELSEWHERE in event or CLAIM_IN_USE in event:
+        return f"probe Pending: {text}{state} — the probe's claim is held elsewhere"
+    if CANNOT_FIT in event or f"Insufficient {p.resource}" in event:
+        return (f"probe Pending: {text} — {node} advertises no {p.resource} and no DeviceClass backs it there "
+                "(spec.extendedResourceName)")
+    if "taint" in event:
+        return f"probe Pending: {text} — the GPU node carries a taint ordinary GPU workloads do not tolerate"
+    return f"probe Pending on {node}: {text}{state}"
+
+
 @check("PRB-002", L, "the probe container starts",
        hint="Pass --probe-image with an image your nodes can pull (a mirror of a CUDA base image). A container "
             "the runtime cannot create (e.g. 'unresolvable CDI devices') points at the toolkit's CDI specs or "
@@ -391,8 +525,11 @@ def probe_started(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservati
             continue
         start = start_failure(pod, p.events)
         if start:
-            cdi = (" — the device plugin allocated a CDI device that no CDI spec on the node resolves: the CDI spec "
-                   "is missing or stale (the toolkit writes it)") if "cdi" in str(start["message"]).lower() else ""
+            writer = ("the DRA driver prepared a CDI device for the claim that no CDI spec on the node resolves: "
+                      "the spec its kubelet plugin writes is missing or stale" if p.path != ProbePath.DEVICE_PLUGIN
+                      else "the device plugin allocated a CDI device that no CDI spec on the node resolves: the CDI "
+                      "spec is missing or stale (the toolkit writes it)")
+            cdi = f" — {writer}" if "cdi" in str(start["message"]).lower() else ""
             f.append(Finding(Status.FAIL,
                              f"the runtime could not start the probe container ({start['reason']}): "
                              f"{start['message']}".rstrip(": ") + cdi,
@@ -473,16 +610,21 @@ def probe_sees_gpus(snap: ClusterSnapshot, settings: Settings, obs: ProbeObserva
 
 @check("PRB-004", L, "the GPU arrived the way the mode says (CDI: no runtimeClassName needed)",
        hint="With CDI (operator v25.10+ default) a pod without runtimeClassName gets its GPU from "
-            "containerd/CRI-O CDI injection: NVIDIA_VISIBLE_DEVICES=void and /dev/nvidia* present.",
+            "containerd/CRI-O CDI injection: NVIDIA_VISIBLE_DEVICES=void and /dev/nvidia* present. A device "
+            "claimed from the DRA driver arrives only that way, whatever the ClusterPolicy's CDI setting.",
        kubectl="kubectl logs <probe-pod>",
        detects="CDI expected but the GPU was injected another way, or not at all")
 @_from_observations("PRB-004")
 def probe_injection(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
-    cdi = cdi_expected(snap, settings)
+    mode_cdi = cdi_expected(snap, settings)
 
     def judge(p: PodObservation) -> tuple[Status, str, dict[str, Any]]:
+        # A device the DRA driver prepared reaches the container only as a CDI device (its kubelet plugin writes
+        # the spec from nvcdi's edits: k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/cdi.go), whatever ClusterPolicy says.
+        cdi = mode_cdi or p.path != ProbePath.DEVICE_PLUGIN
         out = p.output
-        ev = {"NVIDIA_VISIBLE_DEVICES": out.visible_devices, "devices": out.devices, "cdi_expected": cdi}
+        ev = {"NVIDIA_VISIBLE_DEVICES": out.visible_devices, "devices": out.devices, "cdi_expected": cdi,
+              "path": p.path}
         if out.gpu_count == 0:
             return Status.FAIL, ("no GPU was injected into the probe container "
                                  "(no runtimeClassName was set, as for any ordinary workload)"), ev

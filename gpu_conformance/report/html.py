@@ -348,6 +348,15 @@ def _tail(text: str, limit: int = MAX_LOG_CHARS) -> tuple[str, bool]:
     return text[-limit:], True
 
 
+def _claim_line(claim: Any) -> str:
+    """The probe pod's ResourceClaim in one line: its name and the devices allocated, or 'not allocated'."""
+    if not isinstance(claim, Mapping) or not claim.get("name"):
+        return ""
+    devices = [str(d) for d in claim.get("devices") or []]
+    return f"claim {claim['name']}: " + (", ".join(devices) if claim.get("allocated") and devices else
+                                         "not allocated")
+
+
 def _probe_view(data: Mapping[str, Any]) -> dict[str, Any]:
     probe = data.get("probe") or {}
     pods_in = [p for p in (probe.get("pods") or []) if isinstance(p, Mapping)]
@@ -368,6 +377,9 @@ def _probe_view(data: Mapping[str, Any]) -> dict[str, Any]:
             "logs": logs,
             "logs_truncated": truncated,
             "gpus_seen": p.get("gpus_seen"),
+            # How the pod asked for its GPU (device-plugin, claim, extended-resource); reports before it: ''.
+            "path": str(p.get("path") or ""),
+            "claim": _claim_line(p.get("claim")),
             "cdi": p.get("cdi"),
         })
     pods.sort(key=lambda p: (p["ok"], natural_key(p["node"]), p["name"]))
