@@ -51,3 +51,12 @@ def test_driver_crashloop_with_all_gpus_allocated(tmp_path: Path) -> None:
     busy = {f["node"] for c in data["checks"] if c["id"] == "PRB-001" for f in c["findings"]
             if f["node"] and f["status"] == "warn" and "in use" in f["message"]}
     assert busy == {"gpu-node-0", "gpu-node-2"} and data["verdict"] == "NOT CONFORMANT"
+
+
+def test_a_one_node_fault_on_a_cluster_without_that_node_is_refused_in_one_line() -> None:
+    """`--sim-gpu-nodes=1 --sim-fault=device-plugin-down` was an internal error ("no ... pod on gpu-node-1")."""
+    sim = SimpleNamespace(log_writer=None, gpu_nodes=["gpu-node-0"])
+    with pytest.raises(faults.FaultNodeMissingError, match=r"^sim fault 'device-plugin-down' breaks gpu-node-1, "
+                                                           r".*GPU nodes: gpu-node-0\).*--sim-gpu-nodes=2") as e:
+        apply_all(sim, ["device-plugin-down"])  # type: ignore[arg-type]
+    assert "\n" not in str(e.value)

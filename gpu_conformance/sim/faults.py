@@ -146,6 +146,10 @@ class FaultCombinationError(UsageError):
     """Faults that cannot be applied together on one simulated cluster: one line, exit 4."""
 
 
+class FaultNodeMissingError(UsageError):
+    """A fault names a node the simulated cluster was not booted with: one line, exit 4."""
+
+
 def apply_all(sim: SimInstall, names: list[str], cluster: Any = None) -> list[Fault]:
     """Apply faults in order; when a fault cannot be applied on top of the earlier ones, refuse in one line."""
     applied: list[Fault] = []
@@ -164,6 +168,12 @@ def apply_all(sim: SimInstall, names: list[str], cluster: Any = None) -> list[Fa
 def apply(sim: SimInstall, name: str, cluster: Any = None) -> Fault:
     """Inject a fault into a running simulated cluster (gpu-conformance sim up --fault, the matrix)."""
     f = FAULTS[name]
+    gpu_nodes = getattr(sim, "gpu_nodes", None)
+    if f.nodes == NODE and gpu_nodes is not None and NODE not in gpu_nodes:
+        # A one-node fault breaks gpu-node-1 (gpu-node-0 stays the healthy witness): with fewer GPU nodes there is
+        # nothing to break, which is the user's choice of options, not a bug of the simulator.
+        raise FaultNodeMissingError(f"sim fault {name!r} breaks {NODE}, which this simulated cluster does not have "
+                                    f"(GPU nodes: {', '.join(gpu_nodes) or 'none'}): use --sim-gpu-nodes=2 or more")
     writer = getattr(cluster, "write_container_log", None) or sim.log_writer
     f.apply(FaultContext(sim, writer))
     return f
