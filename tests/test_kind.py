@@ -3,8 +3,8 @@
 The cluster is shared by the module (measured with `pytest -m kind tests/test_kind.py`: 10.7 min with empty tier
 caches and a warm Go build cache, 3.9 min warm: cluster 50 s, suite image 61 s + load 56 s); the last test stops it and
 checks that nothing is left. The fault tests break one thing on that cluster, run the whole suite and undo the
-fault (79 s for the CDI-spec, envvar-plugin and nvidia-handler faults together). Marked `kind`: skipped with the
-reason only where Docker or root is impossible.
+fault (88 s for the CDI-spec, envvar-plugin, nvidia-handler and annotation-passthrough ones together).
+Marked `kind`: skipped with the reason only where Docker or root is impossible.
 The first tests need neither (the config writer and the runc wrapper).
 """
 
@@ -513,6 +513,49 @@ def test_a_node_whose_containerd_lost_the_nvidia_handler_is_named_at_driver_tool
     assert ok_root is None and {k: v for k, v in ok_layers.items() if k != "operator"} == \
         dict.fromkeys(("nfd", "deploy-labels", "driver-toolkit", "device-plugin", "probe"), "pass"), ok_layers
     assert summary["probed"] == [healthy]
+
+
+# The other override of the field note's story: containerd's config keeps the `nvidia` runtime but loses the line
+# nvidia-ctk-installer adds to it (container_annotations), so containerd stops passing the plugin's annotation.
+_DROP_ANNOTATION_PASSTHROUGH = (
+    "cp /etc/containerd/config.toml /root/containerd-config.toml.orig && "
+    "grep -v container_annotations /root/containerd-config.toml.orig > /etc/containerd/config.toml && "
+    "systemctl restart containerd")
+
+
+@pytest.mark.kind
+def test_containerd_without_the_annotation_passthrough_still_gives_the_gpu_by_cdi(kind_cluster: KindCluster,
+                                                                                   tmp_path: Path) -> None:
+    """containerd's `nvidia` runtime entry without `container_annotations` on one worker: containerd hands the
+    runtime no nvidia.cdi.k8s.io/ annotation. This is no fault a pod feels at v25.3.4 and the suite must not invent
+    one: NVIDIA's runtime in CDI mode falls back to NVIDIA_VISIBLE_DEVICES (which the plugin sets beside its
+    annotation, DEVICE_LIST_STRATEGY=envvar,cdi-annotations) under its default kind nvidia.com/gpu and injects the
+    same GPUs from the node's spec. The suite stays CONFORMANT; the runtime's log shows the fallback. Restored, the
+    probe gets the plugin's CDI devices again (the other faults' undo included)."""
+    assert kind_cluster.docker is not None
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    runtime_log = "/var/log/nvidia-container-runtime.log"
+
+    def log_since(seen: int) -> str:
+        return kind_cluster.docker.docker("exec", node, "cat", runtime_log).stdout[seen:].decode()  # type: ignore[union-attr]
+
+    kind_cluster.docker.docker("exec", node, "sh", "-ec", _DROP_ANNOTATION_PASSTHROUGH)
+    try:
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{node}", "--timeout=120s")
+        seen = len(log_since(0))
+        rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
+        during = log_since(seen)
+    finally:
+        kind_cluster.docker.docker("exec", node, "sh", "-ec", _RESTORE_CONTAINERD, check=False)
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{node}", "--timeout=120s")
+    assert rc == 0 and summary["verdict"] == "CONFORMANT", summary
+    assert summary["probed"] == sorted(kind_cluster.gpu_nodes())
+    assert f"{fakegpu.CDI_KIND}=GPU-" in during and f"{fakegpu.PLUGIN_CDI_KIND}=" not in during, during[-2000:]
+    seen = len(log_since(0))
+    run = _probe(kind_cluster, node)
+    prb4 = next(f for f in run.findings if f.check_id == "PRB-004")
+    assert prb4.status == Status.PASS, prb4.message
+    assert f"{fakegpu.PLUGIN_CDI_KIND}=GPU-" in log_since(seen)
 
 
 def _policy_state(cluster: KindCluster) -> str | None:
