@@ -2,7 +2,9 @@
 
 The cluster is shared by the module (measured with `pytest -m kind tests/test_kind.py`: 10.7 min with empty tier
 caches and a warm Go build cache, 3.9 min warm: cluster 50 s, suite image 61 s + load 56 s); the last test stops it and
-checks that nothing is left. Marked `kind`: skipped with the reason only where Docker or root is impossible.
+checks that nothing is left. The fault tests break one thing on that cluster, run the whole suite and undo the
+fault (88 s for the CDI-spec, envvar-plugin, nvidia-handler and annotation-passthrough ones together).
+Marked `kind`: skipped with the reason only where Docker or root is impossible.
 The first tests need neither (the config writer and the runc wrapper).
 """
 
@@ -357,6 +359,203 @@ def test_a_node_whose_default_runtime_is_not_nvidia_fails_only_at_the_probe(kind
         dict.fromkeys(("operator", "nfd", "deploy-labels", "driver-toolkit", "device-plugin"), "pass"), layers
     assert root["check"] in ("PRB-003", "PRB-004"), root
     assert set(summary["nodes"][healthy][0].values()) == {"pass"} and summary["nodes"][healthy][1] is None
+
+
+def _root_of(summary: dict[str, Any], node: str) -> dict[str, Any]:
+    layers, root = summary["nodes"][node]
+    assert root is not None, layers
+    return root
+
+
+def _passes_everywhere(summary: dict[str, Any], node: str) -> None:
+    layers, root = summary["nodes"][node]
+    assert root is None and set(layers.values()) == {"pass"}, (layers, root)
+
+
+@pytest.mark.kind
+def test_a_node_whose_plugin_cdi_spec_is_gone_fails_at_the_probe_in_the_runtimes_words(kind_cluster: KindCluster,
+                                                                                         tmp_path: Path) -> None:
+    """The CDI spec the device plugin wrote at start (k8s.device-plugin.nvidia.com-gpu.json in /var/run/cdi) removed
+    on one worker, as by a cleanup of /var/run or a node reboot that outlived the plugin. Everything the API shows
+    stays healthy (the plugin keeps advertising, the ClusterPolicy stays ready); the plugin still annotates the
+    probe with its CDI names and NVIDIA's runtime, which resolves them from the spec, refuses the container. The
+    suite must name that node at the probe with the runtime's own words and pass the other node."""
+    assert kind_cluster.docker is not None
+    broken, healthy = sorted(kind_cluster.gpu_nodes())
+    spec = f"{kindop.CDI_DIR}/{kindop.PLUGIN_CDI_SPEC}"
+    kind_cluster.docker.docker("exec", broken, "mv", spec, f"/root/{kindop.PLUGIN_CDI_SPEC}.gone")
+    try:
+        assert _policy_state(kind_cluster) == "ready"
+        rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
+    finally:
+        kind_cluster.docker.docker("exec", broken, "mv", f"/root/{kindop.PLUGIN_CDI_SPEC}.gone", spec, check=False)
+    assert rc == 1 and summary["cluster_blocker"] is None, summary["cluster_blocker"]
+    layers, root = summary["nodes"][broken]
+    assert root is not None and root["layer"] == "probe" and root["check"] == "PRB-002", root
+    assert {k: v for k, v in layers.items() if k != "probe"} == \
+        dict.fromkeys(("operator", "nfd", "deploy-labels", "driver-toolkit", "device-plugin"), "pass"), layers
+    # NVIDIA's runtime (the CDI library it vendors) in its own words, and what the suite makes of them.
+    assert "unresolvable CDI devices" in root["message"] and "CDI spec is missing or stale" in root["message"], root
+    _passes_everywhere(summary, healthy)
+    assert summary["probed"] == [healthy]
+
+
+def _plugin_env(cluster: KindCluster) -> dict[str, str]:
+    ds = json.loads(cluster.kubectl("get", "ds", "-n", kindop.NAMESPACE, kindop.DEVICE_PLUGIN_DS, "-o", "json"))
+    return {e["name"]: e.get("value", "") for e in ds["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+
+
+def _set_plugin_env(cluster: KindCluster, env: list[dict[str, str]] | None, strategy: str) -> None:
+    """spec.devicePlugin.env of the ClusterPolicy as a user edits it (None removes it); then until the operator
+    has rendered DEVICE_LIST_STRATEGY=`strategy` into the plugin's DaemonSet and rolled it out to every node."""
+    name = json.loads(cluster.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"][0]
+    cluster.kubectl("patch", "clusterpolicies.nvidia.com", name["metadata"]["name"], "--type=merge", "-p",
+                    json.dumps({"spec": {"devicePlugin": {"env": env}}}))
+    deadline = time.monotonic() + 120
+    while _plugin_env(cluster).get("DEVICE_LIST_STRATEGY") != strategy:
+        assert time.monotonic() < deadline, _plugin_env(cluster)
+        time.sleep(2)
+    cluster.kubectl("rollout", "status", "-n", kindop.NAMESPACE, f"ds/{kindop.DEVICE_PLUGIN_DS}", "--timeout=180s")
+    cluster._wait_gpus()
+    cluster._wait_operator()
+
+
+@pytest.mark.kind
+def test_device_plugin_on_envvar_while_cdi_is_on_is_named_by_the_cdi_checks(kind_cluster: KindCluster,
+                                                                            tmp_path: Path) -> None:
+    """The device plugin switched to envvar-only the way a user does it: ClusterPolicy devicePlugin.env
+    DEVICE_LIST_STRATEGY=envvar, which operator v25.3.4 applies after its own CDI settings (TransformDevicePlugin
+    sets the user's env last) and rolls out. CDI stays on in the ClusterPolicy, but the plugin no longer hands out
+    its CDI devices (no nvidia.cdi.k8s.io/ annotation, its spec no longer consulted). The suite must name that as
+    the cluster's blocker at the device-plugin layer (DPL-007), the probe blocked behind it.
+
+    What NVIDIA's runtime makes of it is asserted too, because it is why only DPL-007 can see this fault: in CDI
+    mode (the toolkit's setting with cdi.default) nvidia-container-runtime v1.20 turns NVIDIA_VISIBLE_DEVICES
+    entries into CDI names of its default kind nvidia.com/gpu (internal/modifier/cdi.go, cdiDeviceRequestor), so a
+    probe on that node still gets its GPU as CDI devices, from the node's nvidia.com/gpu spec instead of the
+    plugin's. With the runtime not the default (v25.10+) the same plugin leaves an ordinary pod with no GPU."""
+    assert kind_cluster.docker is not None
+    before = json.loads(kind_cluster.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"][0]
+    original = before["spec"].get("devicePlugin", {}).get("env")
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    runtime_log = "/var/log/nvidia-container-runtime.log"
+    _set_plugin_env(kind_cluster, [{"name": "DEVICE_LIST_STRATEGY", "value": "envvar"}], "envvar")
+    try:
+        rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
+        seen = len(kind_cluster.docker.docker("exec", node, "cat", runtime_log).stdout)
+        probe = _probe(kind_cluster, node)
+        log = kind_cluster.docker.docker("exec", node, "cat", runtime_log).stdout[seen:].decode()
+    finally:
+        _set_plugin_env(kind_cluster, original, "envvar,cdi-annotations")
+    assert rc == 1 and summary["verdict"] == "NOT CONFORMANT", summary["verdict"]
+    blocker = summary["cluster_blocker"]
+    assert blocker is not None and (blocker["layer"], blocker["check"]) == ("device-plugin", "DPL-007"), blocker
+    assert "CDI (spec.cdi.enabled=true) but the device plugin is on envvar (DEVICE_LIST_STRATEGY=envvar)" in \
+        blocker["message"], blocker
+    for name in kind_cluster.gpu_nodes():
+        layers, root = summary["nodes"][name]
+        assert root == blocker and layers["device-plugin"] == "fail" and layers["probe"] == "blocked", layers
+        assert {layers[k] for k in ("operator", "nfd", "deploy-labels", "driver-toolkit")} == {"pass"}, layers
+    assert summary["probed"] == []
+    # The probe on its own: the GPU still arrives by CDI, resolved from the variable under the runtime's default
+    # kind, not from the plugin's annotation.
+    prb4 = next(f for f in probe.findings if f.check_id == "PRB-004")
+    assert prb4.status == Status.PASS and "NVIDIA_VISIBLE_DEVICES=void" in prb4.message, prb4.message
+    assert f"{fakegpu.CDI_KIND}=GPU-" in log and f"{fakegpu.PLUGIN_CDI_KIND}=" not in log, log[-2000:]
+
+
+# Another tool's containerd config laid over the toolkit's (the field note's story): the `nvidia` runtime entry
+# dropped and the default back to runc. awk drops every [..runtimes.nvidia..] table up to the next other table.
+_DROP_NVIDIA_HANDLER = (
+    "cp /etc/containerd/config.toml /root/containerd-config.toml.orig && "
+    "awk '/^[[:space:]]*\\[/ { skip = ($0 ~ /runtimes[.]nvidia/) } !skip' /root/containerd-config.toml.orig "
+    "| sed 's/default_runtime_name = \"nvidia\"/default_runtime_name = \"runc\"/' > /etc/containerd/config.toml && "
+    "systemctl restart containerd")
+_RESTORE_CONTAINERD = ("mv /root/containerd-config.toml.orig /etc/containerd/config.toml && "
+                       "systemctl restart containerd")
+
+
+@pytest.mark.kind
+def test_a_node_whose_containerd_lost_the_nvidia_handler_is_named_at_driver_toolkit(kind_cluster: KindCluster,
+                                                                                     tmp_path: Path) -> None:
+    """The field note's story: on one worker a containerd config written by something else replaces the one the
+    toolkit set up, so containerd has no `nvidia` runtime handler (and runc as default). After the operator's
+    pods there restart (as after a reboot), every pod naming RuntimeClass nvidia (the validator, the device
+    plugin) gets no sandbox: "no runtime for \"nvidia\" is configured". The suite must name that node at
+    driver-toolkit (DRV-006) and pass the other; putting the config back heals the node."""
+    assert kind_cluster.docker is not None
+    broken, healthy = sorted(kind_cluster.gpu_nodes())
+
+    def restart_operands() -> None:
+        for app in ("nvidia-operator-validator", kindop.DEVICE_PLUGIN_DS):
+            kind_cluster.kubectl("delete", "pods", "-n", kindop.NAMESPACE, "-l", f"app={app}",
+                                 "--field-selector", f"spec.nodeName={broken}", "--wait")
+
+    kind_cluster.docker.docker("exec", broken, "sh", "-ec", _DROP_NVIDIA_HANDLER)
+    try:
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{broken}", "--timeout=120s")
+        restart_operands()
+        deadline = time.monotonic() + 120
+        while _policy_state(kind_cluster) != "notReady" and time.monotonic() < deadline:
+            time.sleep(2)
+        rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
+    finally:
+        kind_cluster.docker.docker("exec", broken, "sh", "-ec", _RESTORE_CONTAINERD, check=False)
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{broken}", "--timeout=120s")
+        restart_operands()
+        kind_cluster._wait_gpus()
+        kind_cluster._wait_operator()
+    assert rc == 1 and summary["cluster_blocker"] is None, summary["cluster_blocker"]
+    root = _root_of(summary, broken)
+    assert root["layer"] == "driver-toolkit" and root["check"] == "DRV-006", root
+    assert 'no runtime for "nvidia" is configured' in root["message"], root
+    ok_layers, ok_root = summary["nodes"][healthy]
+    assert ok_root is None and {k: v for k, v in ok_layers.items() if k != "operator"} == \
+        dict.fromkeys(("nfd", "deploy-labels", "driver-toolkit", "device-plugin", "probe"), "pass"), ok_layers
+    assert summary["probed"] == [healthy]
+
+
+# The other override of the field note's story: containerd's config keeps the `nvidia` runtime but loses the line
+# nvidia-ctk-installer adds to it (container_annotations), so containerd stops passing the plugin's annotation.
+_DROP_ANNOTATION_PASSTHROUGH = (
+    "cp /etc/containerd/config.toml /root/containerd-config.toml.orig && "
+    "grep -v container_annotations /root/containerd-config.toml.orig > /etc/containerd/config.toml && "
+    "systemctl restart containerd")
+
+
+@pytest.mark.kind
+def test_containerd_without_the_annotation_passthrough_still_gives_the_gpu_by_cdi(kind_cluster: KindCluster,
+                                                                                   tmp_path: Path) -> None:
+    """containerd's `nvidia` runtime entry without `container_annotations` on one worker: containerd hands the
+    runtime no nvidia.cdi.k8s.io/ annotation. This is no fault a pod feels at v25.3.4 and the suite must not invent
+    one: NVIDIA's runtime in CDI mode falls back to NVIDIA_VISIBLE_DEVICES (which the plugin sets beside its
+    annotation, DEVICE_LIST_STRATEGY=envvar,cdi-annotations) under its default kind nvidia.com/gpu and injects the
+    same GPUs from the node's spec. The suite stays CONFORMANT; the runtime's log shows the fallback. Restored, the
+    probe gets the plugin's CDI devices again (the other faults' undo included)."""
+    assert kind_cluster.docker is not None
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    runtime_log = "/var/log/nvidia-container-runtime.log"
+
+    def log_since(seen: int) -> str:
+        return kind_cluster.docker.docker("exec", node, "cat", runtime_log).stdout[seen:].decode()  # type: ignore[union-attr]
+
+    kind_cluster.docker.docker("exec", node, "sh", "-ec", _DROP_ANNOTATION_PASSTHROUGH)
+    try:
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{node}", "--timeout=120s")
+        seen = len(log_since(0))
+        rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
+        during = log_since(seen)
+    finally:
+        kind_cluster.docker.docker("exec", node, "sh", "-ec", _RESTORE_CONTAINERD, check=False)
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{node}", "--timeout=120s")
+    assert rc == 0 and summary["verdict"] == "CONFORMANT", summary
+    assert summary["probed"] == sorted(kind_cluster.gpu_nodes())
+    assert f"{fakegpu.CDI_KIND}=GPU-" in during and f"{fakegpu.PLUGIN_CDI_KIND}=" not in during, during[-2000:]
+    seen = len(log_since(0))
+    run = _probe(kind_cluster, node)
+    prb4 = next(f for f in run.findings if f.check_id == "PRB-004")
+    assert prb4.status == Status.PASS, prb4.message
+    assert f"{fakegpu.PLUGIN_CDI_KIND}=GPU-" in log_since(seen)
 
 
 def _policy_state(cluster: KindCluster) -> str | None:

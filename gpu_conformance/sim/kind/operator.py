@@ -37,6 +37,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gpu_conformance import operands as ops
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import fakegpu, install, operator_module
 from gpu_conformance.sim.chart import clusterpolicy_from_module
@@ -64,6 +65,10 @@ CDI_ANNOTATION_PREFIX = "nvidia.cdi.k8s.io/"
 # Where the fake driver sits on a node (fixtures/fake-gpu: the plugin's --driver-root default).
 DRIVER_ROOT = "/var/lib/fake-gpu"
 CDI_DIR = "/var/run/cdi"
+# The spec NVIDIA's device plugin writes at start when a CDI strategy is on (the CDI library names the file by the
+# kind: "vendor/class" -> "vendor-class.json"); the runtime resolves the plugin's annotated names from it.
+PLUGIN_CDI_SPEC = fakegpu.PLUGIN_CDI_KIND.replace("/", "-") + ".json"
+DEVICE_PLUGIN_DS = ops.DEVICE_PLUGIN.daemonset
 
 
 class GPUPathError(ConformanceError):
