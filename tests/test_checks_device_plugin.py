@@ -379,6 +379,17 @@ def test_cdi_expected_but_plugin_on_envvar():
         assert f.evidence["observed"]["DEVICE_LIST_STRATEGY"] == "envvar"
 
 
+def test_plugin_on_envvar_under_cdi_before_v25_10_still_gives_gpus():
+    """Before v25.10 `nvidia` is containerd's default runtime and, in CDI mode, resolves NVIDIA_VISIBLE_DEVICES as
+    nvidia.com/gpu CDI devices: the kind tier's real operator v25.3.4 + runtime v1.20 hand the GPU out this way
+    (tests/test_kind.py). An inconsistency (WARN), not a cluster without GPUs; asked for CDI by name, still FAIL."""
+    snap = healthy_snapshot("v25.3.4", cdi=True)
+    set_env(snap, PLUGIN, "nvidia-device-plugin", "DEVICE_LIST_STRATEGY", "envvar")
+    f = cluster("DPL-007", snap)
+    assert f.status == Status.WARN and "GPUs still reach pods through the nvidia runtime" in f.message
+    assert cluster("DPL-007", snap, expect_cdi="yes").status == Status.FAIL
+
+
 def test_cdi_expected_but_policy_off():
     f = cluster("DPL-007", healthy_snapshot("v25.3.4"), expect_cdi="yes")
     assert f.status == Status.FAIL and "--expect-cdi=yes" in f.message and "spec.cdi.enabled=false" in f.message
