@@ -87,7 +87,9 @@ class ClusterPool:
                 left = [f"{type(e).__name__}: {e}"]
             self.undo_seconds.append(round(time.monotonic() - t0, 2))
             if left:
-                self._drop(key, f"{'+'.join(faults)}: not undone ({'; '.join(left[:3])})")
+                # The first differences, and every refusal of the API server (they say why).
+                why = left[:3] + [x for x in left[3:] if x[:3].isdigit()]
+                self._drop(key, f"{'+'.join(faults)}: not undone ({'; '.join(why)})")
 
     def _boot(self, key: PoolKey) -> _Pooled:
         booted = start_sim(profile=key[0], gpu_nodes=key[1], quiet=True)
