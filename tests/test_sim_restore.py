@@ -84,10 +84,11 @@ def test_every_kind_of_change_a_fault_makes_is_seen() -> None:
 # ---- on a running cluster ---------------------------------------------------------------------------
 # One fault per kind of change the matrix makes: node labels (nfd-worker-missing also withdraws and brings back
 # operand pods), node conditions and taints with evicted Deployment pods, pod statuses, pods re-created without
-# a sandbox plus events and host faults, an added namespace with pods, a Deployment scaled, a deleted DaemonSet,
+# a sandbox plus events and host faults, an added namespace with pods, a Deployment scaled (its new pod then
+# crash-looping, on whichever node the scheduler chose), a deleted DaemonSet,
 # a deleted cluster-scoped object, container logs, a host mended under a crash-looping driver.
 KINDS_OF_CHANGE = ("nfd-worker-missing", "gpu-node-runtime-down", "device-plugin-down", "runtime-handler-missing",
-                   "gpus-all-allocated", "operator-scaled-to-zero", "toolkit-daemonset-deleted",
+                   "gpus-all-allocated", "operator-scaled-to-zero", "operator-crashloop", "toolkit-daemonset-deleted",
                    "runtimeclass-nvidia-missing", "toolkit-validation-failing", "driver-crashloop")
 
 

@@ -255,7 +255,9 @@ def _put_back(kube: Kube, r: Resource, was: Obj, now_obj: Obj) -> None:
     body = {k: copy.deepcopy(v) for k, v in now_obj.items() if k != "status"}
     changed = False
     for k in (set(was) | set(now_obj)) - {"status", "metadata", "kind", "apiVersion"}:
-        if comparable({"metadata": {}, k: was.get(k)}) != comparable({"metadata": {}, k: now_obj.get(k)}):
+        # Compared with each object's own metadata: a generated pod's node is its identity only under a DaemonSet.
+        if comparable({"metadata": was["metadata"], k: was.get(k)}) != comparable(
+                {"metadata": now_obj["metadata"], k: now_obj.get(k)}):
             changed = True
             if k in was:
                 body[k] = copy.deepcopy(was[k])
