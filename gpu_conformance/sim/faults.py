@@ -42,8 +42,8 @@ PROBE_LOG = "gpu-probe"
 HEALED = "the real operator repairs what it owns within seconds (healed, no fault left to find)"
 # Why a fault cannot share a cluster (the README's fault table says so); measured with sim/restore.undo.
 CASCADE = "garbage collection of what it deleted goes on after any write-back (new owner uids)"
-ROLLOUT = ("a DaemonSet rollout: rolling back is another rollout (new pods of a later template generation), "
-           "not the installed state")
+ROLLOUT = ("a new DaemonSet template: changing it back is another revision (pods created later carry a later "
+           "template generation and were measured to differ), not the installed state")
 NOT_CHART_DEFAULT = "profile host-driver (driver.enabled=false) is not the chart's default the real operator runs"
 
 
@@ -285,7 +285,7 @@ def _operator_crashloop(ctx: FaultContext) -> None:
        "template gets KERNEL_MODULE_TYPE=open (new revision, pods untouched); the operator then writes notReady, "
        "OperandNotReady [state-driver]",
        None, set(), NONE, verdict=CONFORMANT, warns=frozenset({"OPR-003"}),
-       states_not_ready=frozenset({"state-driver"}))
+       states_not_ready=frozenset({"state-driver"}), fresh=ROLLOUT)
 def _operand_not_ready(ctx: FaultContext) -> None:
     ctx.kube.patch("ClusterPolicy", CLUSTERPOLICY_NAME, {"spec": {"driver": {
         "kernelModuleType": "open", "upgradePolicy": {"autoUpgrade": False}}}})
