@@ -1,9 +1,10 @@
 """The fault matrix: on a real (simulated) control plane, each fault trips exactly the checks it declares.
 
-Per fault: a fresh simulated cluster of the fault's profile, the fault injected through the API, the whole
+Per fault: a simulated cluster of the fault's profile, the fault injected through the API, the whole
 suite run (probe included), and the conformance.json it produces held against the declaration: the
 failing checks are exactly the declared ones, affected nodes have the declared root-cause layer with every
-later layer blocked, unaffected nodes pass everything.
+later layer blocked, unaffected nodes pass everything. The cluster is the profile's reused one, put back to
+its installed objects after each fault (sim/reuse.py, sim/restore.py), unless the fault is marked `fresh`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ import pytest
 from gpu_conformance import catalogue
 from gpu_conformance.model import LAYER_ORDER
 from gpu_conformance.sim.faults import CLUSTER, FAULTS, Fault
+from gpu_conformance.sim.reuse import ClusterPool, fresh_cluster
 from gpu_conformance.verdict import CONFORMANT
 
 pytestmark = pytest.mark.sim
@@ -35,35 +38,46 @@ UNIT_TESTED_ONLY = {"OPR-003": "tests/test_root_cause.py::test_mps_control_daemo
                     "OPR-009": DRA + "test_both_models_is_one_opr009_failure"}
 
 
+@pytest.fixture(scope="module")
+def sim_pool() -> Iterator[ClusterPool]:
+    pool = ClusterPool()
+    try:
+        yield pool
+    finally:
+        pool.close()
+        _record("_pool", {"boots": pool.boots, "reuses": pool.reuses, "reboots": pool.reboots,
+                          "undo_seconds": pool.undo_seconds})
+
+
 def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path, gpu_nodes: int = 3,
-              operator: str = "sim") -> dict:
+              operator: str = "sim", pool: ClusterPool | None = None) -> dict:
     from gpu_conformance.session import ConformanceRun
     from gpu_conformance.settings import Settings
-    from gpu_conformance.sim.session import start_sim
+    from gpu_conformance.sim.kube_client import Kube
 
-    booted = start_sim(profile=profile, faults=faults, quiet=True, gpu_nodes=gpu_nodes, operator=operator)
-    run = None
-    try:
-        s = Settings(kubeconfig=str(booted.kubeconfig), report_dir=str(report_dir), probe_timeout=60, **settings)
-        run = ConformanceRun(s.validate(), "current")
-        run.start()
-        run.run_probe()
-        run.write_reports()
-        data = json.loads((report_dir / "conformance.json").read_text())
-        # What the probe left behind, read from the cluster itself (not from the probe's own account).
-        from gpu_conformance.sim.kube_client import Kube
-
-        kube = Kube(booted.cluster.api_client())
-        data["leftover_probe_namespaces"] = [
-            ns["metadata"]["name"] for ns in kube.list("Namespace", label_selector="gpu-conformance.nvidia.com/run-id")
-            if not ns["metadata"].get("deletionTimestamp")]
-        with contextlib.suppress(Exception):  # no CRD, no ClusterPolicy: nothing to record
-            data["clusterpolicy_status"] = [cp.get("status") for cp in kube.list("ClusterPolicy")]
-        return data
-    finally:
-        if run is not None:
-            run.close()
-        booted.stop()
+    cluster = pool.cluster if pool is not None else fresh_cluster
+    with cluster(profile, faults, gpu_nodes=gpu_nodes, operator=operator) as booted:
+        run = None
+        try:
+            s = Settings(kubeconfig=str(booted.kubeconfig), report_dir=str(report_dir), probe_timeout=60,
+                         **settings)
+            run = ConformanceRun(s.validate(), "current")
+            run.start()
+            run.run_probe()
+            run.write_reports()
+            data = json.loads((report_dir / "conformance.json").read_text())
+            # What the probe left behind, read from the cluster itself (not from the probe's own account).
+            kube = Kube(booted.cluster.api_client())
+            data["leftover_probe_namespaces"] = [
+                ns["metadata"]["name"]
+                for ns in kube.list("Namespace", label_selector="gpu-conformance.nvidia.com/run-id")
+                if not ns["metadata"].get("deletionTimestamp")]
+            with contextlib.suppress(Exception):  # no CRD, no ClusterPolicy: nothing to record
+                data["clusterpolicy_status"] = [cp.get("status") for cp in kube.list("ClusterPolicy")]
+            return data
+        finally:
+            if run is not None:
+                run.close()
 
 
 def failing_checks(data: dict) -> set[str]:
@@ -104,10 +118,10 @@ def assert_declared(f: Fault, data: dict) -> None:
 
 
 @pytest.mark.parametrize("name", list(FAULTS))
-def test_fault_trips_exactly_its_checks(name: str, tmp_path: Path) -> None:
+def test_fault_trips_exactly_its_checks(name: str, tmp_path: Path, sim_pool: ClusterPool) -> None:
     f = FAULTS[name]
     t0 = time.monotonic()
-    data = run_suite(f.profile, [name], f.settings, tmp_path)
+    data = run_suite(f.profile, [name], f.settings, tmp_path, pool=sim_pool)
     _record(name, time.monotonic() - t0)
     assert_declared(f, data)
 
@@ -128,7 +142,7 @@ def test_every_fault_is_documented() -> None:
             pytest.fail(f"{f.name} declares a conformant cluster without a warning: that is not a fault")
 
 
-def _record(name: str, seconds: float) -> None:
+def _record(name: str, seconds: float | dict) -> None:
     import fcntl
 
     TIMINGS.parent.mkdir(exist_ok=True)
@@ -139,5 +153,5 @@ def _record(name: str, seconds: float) -> None:
             data = json.loads(TIMINGS.read_text()) if TIMINGS.exists() else {}
         except ValueError:
             data = {}
-        data[name] = round(seconds, 1)
+        data[name] = round(seconds, 1) if isinstance(seconds, float) else seconds
         TIMINGS.write_text(json.dumps(data, indent=1, sort_keys=True))

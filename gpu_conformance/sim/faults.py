@@ -40,6 +40,10 @@ ALL = "all"
 PROBE_LOG = "gpu-probe"
 # Why a fault is simulated-only (the README's fault table says so).
 HEALED = "the real operator repairs what it owns within seconds (healed, no fault left to find)"
+# Why a fault cannot share a cluster (the README's fault table says so); measured with sim/restore.undo.
+CASCADE = "garbage collection of what it deleted goes on after any write-back (new owner uids)"
+ROLLOUT = ("a new DaemonSet template: changing it back is another revision (pods created later carry a later "
+           "template generation and were measured to differ), not the installed state")
 NOT_CHART_DEFAULT = "profile host-driver (driver.enabled=false) is not the chart's default the real operator runs"
 
 
@@ -122,6 +126,9 @@ class Fault:
     # The affected nodes' root cause: this check, and its message says this (the issue's "named as such").
     root_cause_check: str = ""
     root_cause_says: str = ""
+    # Why the fault needs a simulated cluster of its own (empty: the matrix applies it to the profile's reused
+    # cluster and undoes it with sim/restore.py, whose check against the installed state reboots on any miss).
+    fresh: str = ""
 
     def affected(self, gpu_nodes: list[str]) -> list[str]:
         if self.nodes == NODE:
@@ -288,7 +295,7 @@ def _operator_crashloop(ctx: FaultContext) -> None:
        "template gets KERNEL_MODULE_TYPE=open (new revision, pods untouched); the operator then writes notReady, "
        "OperandNotReady [state-driver]",
        None, set(), NONE, verdict=CONFORMANT, warns=frozenset({"OPR-003"}),
-       states_not_ready=frozenset({"state-driver"}))
+       states_not_ready=frozenset({"state-driver"}), fresh=ROLLOUT)
 def _operand_not_ready(ctx: FaultContext) -> None:
     ctx.kube.patch("ClusterPolicy", CLUSTERPOLICY_NAME, {"spec": {"driver": {
         "kernelModuleType": "open", "upgradePolicy": {"autoUpgrade": False}}}})
@@ -564,7 +571,8 @@ def _runtimeclass_missing(ctx: FaultContext) -> None:
        "DEVICE_LIST_STRATEGY=envvar: a pod without runtimeClassName gets no GPU",
        "DaemonSet nvidia-device-plugin-daemonset env DEVICE_LIST_STRATEGY=envvar; the probe container sees no GPU",
        Layer.DEVICE_PLUGIN, {"DPL-007"}, CLUSTER, settings={"expect_cdi": "yes"},
-       simulated_only="the real operator reverts the device plugin DaemonSet's env (healed); v25.3 has CDI off")
+       simulated_only="the real operator reverts the device plugin DaemonSet's env (healed); v25.3 has CDI off",
+       fresh=ROLLOUT)
 def _cdi_envvar(ctx: FaultContext) -> None:
     ds = ctx.kube.get("DaemonSet", op.DEVICE_PLUGIN.daemonset, ctx.ns)
     containers = ds["spec"]["template"]["spec"]["containers"]
@@ -650,7 +658,7 @@ def _probe_fewer(ctx: FaultContext) -> None:
 @fault("clusterpolicy-crd-deleted", "the ClusterPolicy CRD was deleted (e.g. a botched chart upgrade): the "
        "ClusterPolicy and every operand it owns go with it, while the operator pod still runs",
        "delete CRD clusterpolicies.nvidia.com (garbage collection removes the owned DaemonSets)",
-       Layer.OPERATOR, {"OPR-001", "OPR-002"}, CLUSTER)
+       Layer.OPERATOR, {"OPR-001", "OPR-002"}, CLUSTER, fresh=CASCADE)
 def _crd_deleted(ctx: FaultContext) -> None:
     ctx.kube.delete("CustomResourceDefinition", op.CLUSTERPOLICY_CRD)
     # The garbage collector removes the owned DaemonSets on its own schedule; the CRD going is the fault.
@@ -660,7 +668,7 @@ def _crd_deleted(ctx: FaultContext) -> None:
 
 @fault("clusterpolicy-deleted", "the ClusterPolicy was deleted: the operator runs but has nothing to reconcile",
        "delete ClusterPolicy cluster-policy (garbage collection removes the owned DaemonSets)",
-       Layer.OPERATOR, {"OPR-002"}, CLUSTER)
+       Layer.OPERATOR, {"OPR-002"}, CLUSTER, fresh=CASCADE)
 def _cp_deleted(ctx: FaultContext) -> None:
     ctx.kube.delete("ClusterPolicy", CLUSTERPOLICY_NAME)
     ctx.wait(lambda: not ctx.kube.list("ClusterPolicy"), "ClusterPolicy gone", 30)
@@ -962,8 +970,9 @@ def _dra_all_claimed(ctx: FaultContext) -> None:
 
 def markdown_table() -> str:
     """The README's fault table: what each fault reproduces and what the suite must report."""
-    rows = ["| Fault | Reproduces | Suite reports (root cause → failing checks) | Nodes | Real operator v25.3.4 |",
-            "|---|---|---|---|---|"]
+    rows = ["| Fault | Reproduces | Suite reports (root cause → failing checks) | Nodes | Real operator v25.3.4 "
+            "| Matrix cluster |",
+            "|---|---|---|---|---|---|"]
     for f in FAULTS.values():
         where = {NODE: NODE, ALL: "every GPU node", CLUSTER: "cluster-wide", NONE: "no node"}[f.nodes]
         if f.layer is None and f.verdict == CONFORMANT:
@@ -974,5 +983,6 @@ def markdown_table() -> str:
             what = f"{f.layer} → {', '.join(sorted(f.checks))}"
         extra = f" (profile `{f.profile}`)" if f.profile != "default" else ""
         real = f"simulated-only: {f.simulated_only}" if f.simulated_only else "differential: same verdicts"
-        rows.append(f"| `{f.name}`{extra} | {f.description} | {what} | {where} | {real} |")
+        cluster = f"fresh: {f.fresh}" if f.fresh else "reused, undone"
+        rows.append(f"| `{f.name}`{extra} | {f.description} | {what} | {where} | {real} | {cluster} |")
     return "\n".join(rows)
