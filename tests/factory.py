@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from gpu_conformance import dra_chart, versions
 from gpu_conformance import operands as ops
-from gpu_conformance import versions
 from gpu_conformance.cluster.podstate import pod_ready
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import GPU_PRESENT_LABEL, ClusterSnapshot, labels_of, name_of
@@ -1244,14 +1244,53 @@ def _add_dra_driver(snapshot: ClusterSnapshot, owner: Obj | None, gpus: int, pro
     refresh(snapshot)
 
 
+def _chart_kubelet_plugin(ctx: _Ctx) -> Obj:
+    """The DRA driver chart's kubelet plugin (NVIDIA/k8s-dra-driver-gpu v25.8.1 templates/kubeletplugin.yaml with
+    resources.gpus.enabled=true, computeDomains off): names and labels from _helpers.tpl, no deploy label."""
+    labels = {**dra_chart.KUBELET_PLUGIN_LABELS, "app.kubernetes.io/instance": dra_chart.CHART_NAME}
+    image = "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.8.1"
+    # _daemonset's app-label conventions are the operator's; the chart selects by its component label.
+    ds = _daemonset(ctx, dra_chart.KUBELET_PLUGIN_DAEMONSET, {**labels, "app": dra_chart.KUBELET_PLUGIN_DAEMONSET},
+                    {}, [_container("init-container", image, {"NVIDIA_DRIVER_ROOT": "/run/nvidia/driver"})],
+                    [_container(dra_chart.GPUS_CONTAINER, image, {"CDI_ROOT": "/var/run/cdi"})])
+    ds["metadata"]["labels"] = dict(labels)
+    ds["spec"]["template"]["metadata"]["labels"] = dict(labels)
+    ds["spec"]["template"]["spec"]["serviceAccountName"] = f"{dra_chart.CHART_NAME}-service-account-kubeletplugin"
+    ds["spec"]["selector"] = {"matchLabels": {f"{dra_chart.CHART_NAME}-component": "kubelet-plugin"}}
+    return ds
+
+
+def add_chart_dra_driver(snapshot: ClusterSnapshot, gpus: int = 1, product: str = "Tesla-T4") -> None:
+    """NVIDIA's DRA driver chart installed beside the ClusterPolicy: its kubelet-plugin pods (in the chart's own
+    namespace, read cluster-wide by label), DeviceClasses gpu.nvidia.com and mig.nvidia.com, the slices."""
+    ctx = replace(_dra_ctx(snapshot), ns=dra_chart.DEFAULT_NAMESPACE)
+    ds = _chart_kubelet_plugin(ctx)
+    snapshot.dra_plugin_pods = [_ds_pod(ctx, ds, n) for n in snapshot.gpu_node_names]
+    snapshot.device_classes = [d for d in _device_classes() if name_of(d) != "vfio.gpu.nvidia.com"]
+    snapshot.resource_slices = [resource_slice(n, gpus, product) for n in snapshot.gpu_node_names]
+    snapshot.resource_claims = []
+    refresh(snapshot)
+
+
+def dra_plugin_pod(snapshot: ClusterSnapshot, node_name: str) -> Obj:
+    """The node's DRA kubelet-plugin pod in either model: the chart's (dra_plugin_pods) or the operator's."""
+    for p in snapshot.dra_plugin_pods:
+        if p["spec"].get("nodeName") == node_name:
+            return p
+    return pod_for(snapshot, DRA_PLUGIN, node_name)
+
+
+def remove_dra_plugin_pod(snapshot: ClusterSnapshot, node_name: str) -> None:
+    """Delete the node's DRA kubelet-plugin pod, whichever model put it there."""
+    snapshot.dra_plugin_pods = [p for p in snapshot.dra_plugin_pods if p["spec"].get("nodeName") != node_name]
+    remove_pods(snapshot, DRA_PLUGIN, node_name)
+
+
 def healthy_dra_driver_snapshot(gpu_nodes: int = 3, gpus_per_node: int = 1) -> ClusterSnapshot:
-    """The dra-driver model: a ClusterPolicy with spec.draDriver.enabled=true and the device plugin off; driver,
-    toolkit and GFD as in the ClusterPolicy model, the DRA kubelet plugin publishing each node's GPUs."""
+    """The dra-driver model: a ClusterPolicy with the device plugin off (devicePlugin.enabled=false) and NVIDIA's
+    DRA driver chart beside it; driver, toolkit and GFD as in the ClusterPolicy model."""
     snap = healthy_snapshot(DRA_VERSION, gpu_nodes=gpu_nodes, device_plugin=False, gpus_per_node=gpus_per_node)
-    set_policy(snap, "draDriver", {"enabled": True, "repository": "nvcr.io/nvidia", "image": "dra-driver-nvidia-gpu",
-                                   "version": "v0.5.0"})
-    owner = _owner("ClusterPolicy", "cluster-policy", _uid("clusterpolicy", "cluster-policy"), "nvidia.com/v1")
-    _add_dra_driver(snap, owner, gpus_per_node, "Tesla-T4")
+    add_chart_dra_driver(snap, gpus_per_node, "Tesla-T4")
     return snap
 
 

@@ -172,7 +172,7 @@ def replay_at(state: ClusterState, read_at: str, now: dt.datetime) -> None:
     delta = now - when
     snap = state.snapshot
     for attr in ("nodes", "pods", "daemonsets", "deployments", "events", "clusterpolicies", "nvidiadrivers",
-                 "operator_pods", "nfd_pods"):
+                 "operator_pods", "nfd_pods", "dra_plugin_pods"):
         setattr(snap, attr, shift_times(getattr(snap, attr), delta))
     state.objects = shift_times(state.objects, delta)
     snap.read_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")

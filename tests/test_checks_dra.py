@@ -16,7 +16,7 @@ from gpu_conformance.verdict import NOT_CONFORMANT, Verdict, decide
 from tests import factory as F
 from tests.check_runner import N1, cluster, on, only_node, run
 
-NEW = ("OPR-008", "OPR-009", "DPL-010", "DPL-011", "DPL-012", "DPL-013")
+NEW = ("OPR-008", "OPR-009", "DPL-010", "DPL-011", "DPL-012", "DPL-013", "DPL-014")
 DEVICE_PLUGIN_CHECKS = tuple(f"DPL-00{i}" for i in range(1, 9))
 BUILDERS = {"dra-driver": F.healthy_dra_driver_snapshot, "gpucluster": F.healthy_gpucluster_snapshot}
 
@@ -34,7 +34,7 @@ def root_cause(snap, node: str = N1) -> str:
 
 
 def plugin_pod(snap, node: str = N1) -> dict:
-    return F.pod_for(snap, F.DRA_PLUGIN, node)
+    return F.dra_plugin_pod(snap, node)
 
 
 # ---- healthy clusters ---------------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def test_healthy_dra_cluster_is_conformant(model: str) -> None:
     assert v.overall != NOT_CONFORMANT and not any(n.root_cause for n in v.nodes)
     for cid in ("OPR-009", "DPL-011"):
         assert cluster(cid, snap).status == Status.PASS
-    for cid in ("DPL-010", "DPL-012", "DPL-013"):
+    for cid in ("DPL-010", "DPL-012", "DPL-013", "DPL-014"):
         assert {f.status for f in run(cid, snap)} == {Status.PASS}, cid
     assert cluster("OPR-008", snap).status == (Status.PASS if model == "gpucluster" else Status.NA)
 
@@ -157,7 +157,7 @@ def test_opr008_operand_not_ready_no_node_explains() -> None:
 @pytest.mark.parametrize("model", BUILDERS)
 def test_dpl010_missing_plugin_is_the_root_cause_and_explains_dpl012(model: str) -> None:
     snap = BUILDERS[model]()
-    F.remove_pods(snap, F.DRA_PLUGIN, N1)
+    F.remove_dra_plugin_pod(snap, N1)
     snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
     F.refresh(snap)
     f = only_node("DPL-010", snap)
@@ -374,3 +374,84 @@ def test_opr008_malformed_status_is_one_finding(status) -> None:
     snap.gpu_clusters[0]["status"] = status
     f = cluster("OPR-008", snap)
     assert f.status == Status.FAIL and "gpu-cluster" in f.message
+
+
+# ---- recognising the model from the API (never from a ClusterPolicy field: v26.7.0 has no draDriver) -------------
+def _evidence_only(kind: str):
+    """A device-plugin-off ClusterPolicy cluster with one kind of the DRA driver's traces left."""
+    snap = F.healthy_dra_driver_snapshot()
+    if kind != "deviceclass":
+        snap.device_classes = []
+    if kind != "slices":
+        snap.resource_slices = []
+    if kind != "pods":
+        snap.dra_plugin_pods = []
+    return F.refresh(snap)
+
+
+@pytest.mark.parametrize("kind", ["deviceclass", "slices", "pods"])
+def test_clusterpolicy_with_any_trace_of_the_chart_is_the_dra_driver_model(kind: str) -> None:
+    assert resource_model(_evidence_only(kind)) == ResourceModel.DRA_DRIVER
+
+
+def test_recognition_of_each_model() -> None:
+    assert resource_model(F.healthy_snapshot()) == ResourceModel.DEVICE_PLUGIN
+    assert resource_model(F.healthy_dra_driver_snapshot()) == ResourceModel.DRA_DRIVER
+    assert resource_model(F.healthy_gpucluster_snapshot()) == ResourceModel.GPUCLUSTER
+    both = F.healthy_gpucluster_snapshot()
+    both.clusterpolicies = F.healthy_snapshot().clusterpolicies
+    assert resource_model(both) == ResourceModel.DEVICE_PLUGIN and cluster("OPR-009", both).status == Status.FAIL
+
+
+def test_an_invented_clusterpolicy_field_is_not_a_model() -> None:
+    snap = F.healthy_snapshot(device_plugin=False)
+    F.set_policy(snap, "draDriver", {"enabled": True})
+    assert resource_model(snap) == ResourceModel.DEVICE_PLUGIN
+
+
+def test_chart_pods_of_another_namespace_are_found_cluster_wide() -> None:
+    snap = F.healthy_dra_driver_snapshot()
+    assert all(p["metadata"]["namespace"] == "nvidia-dra-driver-gpu" for p in snap.dra_plugin_pods)
+    assert not [p for p in snap.pods if "dra" in p["metadata"]["name"]]
+    f = run("DPL-010", snap)[0]
+    assert f.status == Status.PASS and "kubectl -n nvidia-dra-driver-gpu " in (f.kubectl or "")
+
+
+def test_dpl010_chart_pod_missing_names_where_the_chart_runs() -> None:
+    snap = F.healthy_dra_driver_snapshot()
+    F.remove_dra_plugin_pod(snap, N1)
+    f = only_node("DPL-010", snap)
+    assert "nvidia-dra-driver-gpu-component=kubelet-plugin" in f.message and "nvidia-dra-driver-gpu" in f.message
+    snap.dra_plugin_pods = []
+    assert "no pod of the chart anywhere" in on("DPL-010", snap).message
+
+
+def test_dpl010_chart_pod_crashloop() -> None:
+    snap = F.healthy_dra_driver_snapshot()
+    F.crash_container(plugin_pod(snap), "gpus", snapshot=snap, log="failed to initialize NVML: Driver Not Loaded")
+    F.refresh(snap)
+    f = only_node("DPL-010", snap)
+    assert "CrashLoopBackOff" in f.message and "nvidia-dra-driver-gpu" in (f.kubectl or "")
+
+
+# ---- DPL-014: both allocators on one node ---------------------------------------------------------------------
+def test_dpl014_device_plugin_beside_the_dra_driver_hands_gpus_out_twice() -> None:
+    snap = F.healthy_snapshot(F.DRA_VERSION)  # the device plugin on, advertising nvidia.com/gpu
+    F.add_chart_dra_driver(snap)
+    assert resource_model(snap) == ResourceModel.DRA_DRIVER
+    findings = run("DPL-014", snap)
+    assert {f.status for f in findings} == {Status.FAIL}
+    assert "nvidia.com/gpu=1" in findings[0].message and "two pods" in findings[0].message
+
+
+def test_dpl014_device_plugin_enabled_but_not_yet_running_warns() -> None:
+    snap = F.healthy_dra_driver_snapshot()
+    F.set_policy(snap, "devicePlugin.enabled", True)
+    assert {f.status for f in run("DPL-014", snap)} == {Status.WARN}
+
+
+def test_dpl014_node_without_dra_devices_is_na_and_device_plugin_cluster_na() -> None:
+    snap = F.healthy_dra_driver_snapshot()
+    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
+    assert on("DPL-014", F.refresh(snap)).status == Status.NA
+    assert cluster("DPL-014", F.healthy_snapshot()).status == Status.NA

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gpu_conformance import dra_chart
 from gpu_conformance.cluster.connect import raw_request
 from gpu_conformance.probe_output import ProbeOutput, parse_probe_output
 from gpu_conformance.sim import dra
@@ -110,13 +111,15 @@ def test_claim_pod_is_allocated_a_gpu_of_its_node_and_runs(kube: Kube) -> None:
 
 
 def test_slice_is_withdrawn_with_the_plugin_pod_and_published_again(kube: Kube, sim: Any) -> None:
-    ns = "gpu-operator"
+    # The dra-driver profile's kubelet plugin is the DRA driver chart's, in the chart's namespace.
+    ns = dra.CHART_NAMESPACE
     node = "gpu-node-0"
     old = slices_by_node(kube)[node]["metadata"]["name"]
-    pod = next(p for p in kube.list("Pod", ns, label_selector=f"app={dra.KUBELET_PLUGIN}")
+    pod = next(p for p in kube.list("Pod", ns, label_selector=dra_chart.KUBELET_PLUGIN_SELECTOR)
                if p["spec"]["nodeName"] == node)
     kube.request("DELETE", kube.path("Pod", pod["metadata"]["name"], ns), body={"gracePeriodSeconds": 0})
-    # The replacement pod passes driver-validation within a round or two: the old slice goes, a new one comes.
+    # The replacement pod passes its init-container (the driver root is there) within a round or two: the old
+    # slice goes, a new one comes.
     new = wait_for(lambda: (slices_by_node(kube).get(node) or {}).get("metadata", {}).get("name") not in (None, old)
                    and slices_by_node(kube)[node], "the slice published again by the new plugin pod", timeout=30)
     assert len([s for s in kube.list("ResourceSlice") if s["spec"]["nodeName"] == node]) == 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from gpu_conformance import dra_chart
 from gpu_conformance import operands as op
+from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.probe_output import parse_probe_output
 from gpu_conformance.sim import dra
 from gpu_conformance.sim import install as inst
@@ -38,24 +40,35 @@ def test_gpucluster_model_has_a_gpucluster_and_only_the_dra_driver() -> None:
                                                                     "nvidia-dra-driver-controller"}
 
 
-def test_dra_driver_model_keeps_the_clusterpolicy_with_the_device_plugin_off() -> None:
+def test_dra_driver_model_is_the_clusterpolicy_beside_the_dra_driver_chart() -> None:
     m = build("dra-driver")
     spec = m.clusterpolicy["spec"]
-    assert spec["draDriver"] == {"enabled": True} and spec["devicePlugin"]["enabled"] is False
+    # No invented field: v26.7.0's ClusterPolicy (and its CRD) has no draDriver.
+    assert "draDriver" not in spec and spec["devicePlugin"]["enabled"] is False
     cp_crd = next(c for c in m.crds if c["metadata"]["name"] == op.CLUSTERPOLICY_CRD)
-    assert "draDriver" in cp_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+    assert "draDriver" not in cp_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
         "properties"]
     names = [d["metadata"]["name"] for d in m.daemonsets]
-    assert dra.KUBELET_PLUGIN in names and op.DEVICE_PLUGIN.daemonset not in names
-    ds = m.daemonset(dra.KUBELET_PLUGIN)
-    pod = ds["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {dra.DEPLOY_LABEL: "true"}
-    assert [c["name"] for c in pod["initContainers"]] == ["driver-validation"]
-    assert [c["name"] for c in pod["containers"]] == [dra.KUBELET_PLUGIN_CONTAINER]
-    assert m.gpu_nodes[0].labels[dra.DEPLOY_LABEL] == "true"
-    # The default profile is untouched: no DRA objects, no draDriver in its ClusterPolicy.
+    assert dra.KUBELET_PLUGIN not in names and op.DEVICE_PLUGIN.daemonset not in names
+    # The chart's objects, in the chart's namespace, with the chart's names and labels (k8s-dra-driver-gpu v25.8.1).
+    kinds = [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in m.dra_chart_objects]
+    assert kinds == [("Namespace", "nvidia-dra-driver-gpu", None),
+                     ("ServiceAccount", "nvidia-dra-driver-gpu-service-account-kubeletplugin", "nvidia-dra-driver-gpu"),
+                     ("DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin", "nvidia-dra-driver-gpu")]
+    ds = m.dra_chart_objects[-1]
+    tmpl = ds["spec"]["template"]
+    assert match_labels(ds["spec"]["selector"]["matchLabels"], tmpl["metadata"]["labels"])
+    assert match_labels(dra_chart.KUBELET_PLUGIN_LABELS, tmpl["metadata"]["labels"])
+    assert "app" not in tmpl["metadata"]["labels"] and "nodeSelector" not in tmpl["spec"]
+    assert [c["name"] for c in tmpl["spec"]["initContainers"]] == ["init-container"]
+    assert [c["name"] for c in tmpl["spec"]["containers"]] == [dra_chart.GPUS_CONTAINER]
+    # GPUs only (computeDomains off): no controller, the chart's two GPU classes.
+    assert not m.deployments
+    assert sorted(d["metadata"]["name"] for d in m.device_classes) == ["gpu.nvidia.com", "mig.nvidia.com"]
+    assert dra.DEPLOY_LABEL not in m.gpu_nodes[0].labels
+    # The default profile is untouched: no DRA objects.
     default = build("default")
-    assert not default.device_classes and "draDriver" not in default.clusterpolicy["spec"]
+    assert not default.device_classes and not default.dra_chart_objects
 
 
 def test_device_classes_select_the_drivers_devices_by_type() -> None:

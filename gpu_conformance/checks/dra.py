@@ -27,7 +27,9 @@ from gpu_conformance.checks.pods import (
 )
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import pod_ready
-from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, is_gpu_resource, name_of
+from gpu_conformance.dra_chart import KUBELET_PLUGIN_DAEMONSET as CHART_KUBELET_PLUGIN_DAEMONSET
+from gpu_conformance.dra_chart import KUBELET_PLUGIN_SELECTOR
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.resource_model import (
     GPU_DEVICE_CLASS,
@@ -146,15 +148,21 @@ def _operand_not_ready(snap: ClusterSnapshot, settings: Settings, gc: Obj, ev: d
 
 # ---- device-plugin layer: the DRA driver ---------------------------------------------------------------------
 @check("DPL-010", Layer.DEVICE_PLUGIN, "DRA kubelet plugin pod Ready on the node",
-       hint="The kubelet plugin (DaemonSet nvidia-dra-driver-kubelet-plugin, container gpus) publishes the node's "
-            "GPUs as ResourceSlices and prepares claimed GPUs. Its driver-validation init container waits for the "
-            "NVIDIA driver (host-installed or an NVIDIADriver CR): a pod stuck there is a driver problem.",
+       hint="The kubelet plugin publishes the node's GPUs as ResourceSlices and prepares claimed GPUs (container "
+            "gpus). GPUCluster model: the operator's DaemonSet nvidia-dra-driver-kubelet-plugin, whose "
+            "driver-validation init container waits for the NVIDIA driver (a pod stuck there is a driver "
+            "problem). dra-driver model: the chart's DaemonSet nvidia-dra-driver-gpu-kubelet-plugin in the "
+            "release namespace (pods labelled nvidia-dra-driver-gpu-component=kubelet-plugin), whose init-container "
+            "waits for the driver root; the chart renders the gpus container only with resources.gpus.enabled=true "
+            "(and gpuResourcesEnabledOverride=true).",
        kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-dra-driver-kubelet-plugin "
                "--field-selector spec.nodeName={node}",
        detects="DRA kubelet plugin pod missing, stuck in driver-validation (driver not ready) or crash-looping; "
                "WARN on restarts",
        rank=-1, na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
 def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    if resource_model(snap) is ResourceModel.DRA_DRIVER:
+        return _chart_kubelet_plugin(snap)
     ns = namespace(snap, settings)
 
     def explain(p: PodProblem) -> str:
@@ -178,6 +186,37 @@ def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Find
         elif not pod_ready(pod):
             out.append(problem_finding(snap, ns, node, pod, "DRA kubelet plugin",
                                        explain(pod_problem(snap, pod)), ""))
+        else:
+            out.append(restart_warn_or_pass(ns, node, pod, "DRA kubelet plugin"))
+    return out
+
+
+def _chart_kubelet_plugin(snap: ClusterSnapshot) -> list[Finding]:
+    """The chart's kubelet plugin, read cluster-wide by its labels (reader.py): no deploy label gates it (the chart
+    schedules it by NFD's pci-10de label), and its namespace is the release's."""
+    by_node: dict[str, list[Obj]] = {}
+    for p in snap.dra_plugin_pods:
+        by_node.setdefault((p.get("spec") or {}).get("nodeName") or "", []).append(p)
+    namespaces = sorted({str((p.get("metadata") or {}).get("namespace") or "") for p in snap.dra_plugin_pods})
+    selector = KUBELET_PLUGIN_SELECTOR
+    out = []
+    for node in snap.gpu_node_names:
+        pod = snap.pod_on_node(by_node.get(node, []), node)
+        if pod is None:
+            where = (f"the chart's pods run in namespace {', '.join(namespaces)} but none on this node"
+                     if namespaces else f"no pod of the chart anywhere (is {CHART_KUBELET_PLUGIN_DAEMONSET} "
+                     "installed, with resources.gpus.enabled=true?)")
+            out.append(Finding(
+                Status.FAIL, f"no DRA kubelet plugin pod ({selector}) on {node}: {where}", node=node,
+                evidence={"object": f"DaemonSet/{CHART_KUBELET_PLUGIN_DAEMONSET}", "field": "pods on node",
+                          "observed": "none", "expected": "1 Ready pod", "namespaces": namespaces},
+                kubectl=f"kubectl get pods -A -o wide -l {selector} --field-selector spec.nodeName={node}"))
+            continue
+        ns = str((pod.get("metadata") or {}).get("namespace") or "")
+        if not pod_ready(pod):
+            out.append(problem_finding(snap, ns, node, pod, "DRA kubelet plugin",
+                                       "the kubelet plugin cannot start or register with kubelet (read the gpus "
+                                       "container's log: NVML, CDI, the driver root)", ""))
         else:
             out.append(restart_warn_or_pass(ns, node, pod, "DRA kubelet plugin"))
     return out
@@ -330,3 +369,54 @@ def device_free(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
         out.append(Finding(Status.WARN, f"every GPU device of {node} is allocated ({len(gpus)}), to "
                            f"{', '.join(claims)}: busy, not broken", node=node, evidence=ev))
     return out
+
+
+@check("DPL-014", Layer.DEVICE_PLUGIN, "one GPU allocator per node",
+       hint="The device plugin and the DRA driver each hand out every GPU of the node, neither knowing of the "
+            "other: a pod asking nvidia.com/gpu and a pod claiming gpu.nvidia.com can get the same GPU. Beside the "
+            "DRA driver's chart, install the GPU Operator with the device plugin off (devicePlugin.enabled=false); "
+            "in the GPUCluster model the operator deploys no device plugin.",
+       kubectl="kubectl get nodes {node} -o jsonpath='{.status.allocatable}'; kubectl get resourceslices "
+               "--field-selector spec.nodeName={node},spec.driver=gpu.nvidia.com",
+       detects="the node's GPUs published as ResourceSlices of gpu.nvidia.com while the device plugin advertises "
+               "nvidia.com/gpu there (or runs there): the same GPUs handed out twice",
+       na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
+def one_allocator(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    view = dra_view(snap)
+    policy_on = bool(snap.clusterpolicies) and snap.policy_enabled("devicePlugin", ops.DEVICE_PLUGIN.default_enabled)
+    out = []
+    for node in snap.gpu_node_names:
+        gpus = view.node(node).gpus
+        n = snap.node_by_name.get(node) or {}
+        alloc = (n.get("status") or {}).get("allocatable") or {}
+        advertised = {k: v for k, v in alloc.items() if is_gpu_resource(k) and _positive(v)}
+        dp_pod = snap.labelled_pod_on_node({"app": ops.DEVICE_PLUGIN.daemonset}, node)
+        ev: dict[str, Any] = {"object": f"node/{node}", "field": "status.allocatable; ResourceSlices",
+                              "device_plugin_resources": advertised, "dra_devices": [d.name for d in gpus],
+                              "device_plugin_pod": name_of(dp_pod) if dp_pod else None,
+                              "clusterpolicy_devicePlugin_enabled": policy_on if snap.clusterpolicies else None,
+                              "expected": "one allocator: the DRA driver"}
+        if not gpus:
+            out.append(Finding(Status.NA, f"no GPU device published for {node} (see DPL-012)", node=node,
+                               evidence=ev))
+        elif advertised or dp_pod is not None:
+            by = (", ".join(f"{k}={v}" for k, v in sorted(advertised.items())) if advertised
+                  else f"its pod {name_of(dp_pod)} runs there")
+            out.append(Finding(Status.FAIL, f"{node}: both the device plugin ({by}) and the DRA driver "
+                               f"({len(gpus)} device(s) in ResourceSlices) hand out its GPUs: the same GPU can go "
+                               "to two pods", node=node, evidence=ev))
+        elif policy_on:
+            out.append(Finding(Status.WARN, f"{node}: the ClusterPolicy enables the device plugin beside the DRA "
+                               "driver; it advertises nothing here yet, but will hand out the same GPUs when its "
+                               "pod runs", node=node, evidence=ev))
+        else:
+            out.append(Finding(Status.PASS, f"{node}: the DRA driver alone hands out its GPUs", node=node,
+                               evidence=ev))
+    return out
+
+
+def _positive(value: Any) -> bool:
+    try:
+        return int(str(value)) > 0
+    except (TypeError, ValueError):
+        return False

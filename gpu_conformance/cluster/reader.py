@@ -1,5 +1,9 @@
 """Read the cluster once: one LIST per resource kind, concurrently, as raw JSON.
 
+Pods are the exception, each LIST selected by label across namespaces for a component the operator namespace does
+not hold: the operator's own pod, NFD's, and the kubelet plugin of NVIDIA's DRA driver installed from its own Helm
+chart (dra_chart.py; its release namespace is the user's choice). Still a constant number of requests.
+
 The number of requests is constant in the number of nodes (no per-node GETs); the only
 per-object reads are the last log lines of containers that are stuck, capped at MAX_LOG_READS.
 """
@@ -27,6 +31,7 @@ from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
 from gpu_conformance.cluster.stream_list import CHUNK, decode_list
 from gpu_conformance.cluster.trim import Shape
 from gpu_conformance.cluster.unreachable import unreachable
+from gpu_conformance.dra_chart import KUBELET_PLUGIN_SELECTOR
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERATOR_POD_LABEL
 
@@ -194,6 +199,9 @@ class ClusterReader:
                      shape=trim.POD),
             ListSpec("nfd_pods", "/api/v1/pods", "", "pods",
                      label_selector="app.kubernetes.io/name=node-feature-discovery", shape=trim.POD),
+            # The DRA driver's chart (the dra-driver model): its kubelet plugin lives in the chart's namespace.
+            ListSpec("dra_plugin_pods", "/api/v1/pods", "", "pods", label_selector=KUBELET_PLUGIN_SELECTOR,
+                     shape=trim.POD),
             # The DRA model (resource_model.py): absent on clusters before resource.k8s.io/v1 (Kubernetes 1.34) or
             # without the GPUCluster CRD (operators before v26.7), which reads as "none", not as an error.
             ListSpec("resource_slices", "/apis/resource.k8s.io/v1/resourceslices", "resource.k8s.io",
@@ -226,6 +234,7 @@ class ClusterReader:
         snap.runtimeclasses = results["runtimeclasses"] or []
         snap.operator_pods = results["operator_pods"] or []
         snap.nfd_pods = results["nfd_pods"] or []
+        snap.dra_plugin_pods = results["dra_plugin_pods"] or []
         snap.resource_slices = results["resource_slices"] or []
         snap.device_classes = results["device_classes"] or []
         snap.resource_claims = results["resource_claims"] or []

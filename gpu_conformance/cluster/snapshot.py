@@ -105,6 +105,8 @@ class ClusterSnapshot:
     # Pods labelled app=gpu-operator and NFD pods, from any namespace (namespace discovery, NFD layer).
     operator_pods: list[Obj] = field(default_factory=list)
     nfd_pods: list[Obj] = field(default_factory=list)
+    # Kubelet-plugin pods of NVIDIA's DRA driver Helm chart (dra_chart.py), from any namespace.
+    dra_plugin_pods: list[Obj] = field(default_factory=list)
     clusterpolicies: list[Obj] = field(default_factory=list)
     nvidiadrivers: list[Obj] = field(default_factory=list)
     runtimeclasses: list[Obj] = field(default_factory=list)

@@ -24,17 +24,22 @@ after the node, one device `gpu-<minor>` per full GPU with attributes type=gpu, 
 architecture, cudaComputeCapability, driverVersion, cudaDriverVersion (versions as semver) and
 resource.kubernetes.io/pciBusID, and capacity `memory` in bytes.
 
-The v26.7.0 ClusterPolicy CRD has no draDriver field: the DRA driver is an operand of the GPUCluster stack only.
-The `dra-driver` profile models the issue's ClusterPolicy-with-draDriver (the model resource_model.py recognises by
-`spec.draDriver.enabled`): its ClusterPolicy gets `draDriver: {enabled: true}` (and its CRD that one field, the only
-field here no release has), the device plugin off, and the DRA driver deployed as state-dra-driver renders it,
-without an owner (nothing in v26.7.0 would own it).
+The `dra-driver` profile is no operator feature: v26.7.0's ClusterPolicy has no draDriver field (its values.yaml
+leaves the DRA driver to the GPUCluster). It is a ClusterPolicy with the device plugin off and NVIDIA's DRA driver
+installed from its own Helm chart beside it, as the chart renders it for GPUs (NVIDIA/k8s-dra-driver-gpu v25.8.1,
+deployments/helm/nvidia-dra-driver-gpu, release `nvidia-dra-driver-gpu` in namespace `nvidia-dra-driver-gpu` with
+resources.gpus.enabled=true, gpuResourcesEnabledOverride=true, resources.computeDomains.enabled=false,
+nvidiaDriverRoot=/run/nvidia/driver): templates/kubeletplugin.yaml (DaemonSet `nvidia-dra-driver-gpu-kubelet-plugin`,
+init container `init-container` waiting for the driver root, container `gpus`; NFD-label node affinity from
+values.yaml), _helpers.tpl (labels), deviceclass-gpu.yaml and deviceclass-mig.yaml. controller.yaml renders the
+controller only with computeDomains, so there is none.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from gpu_conformance import dra_chart
 from gpu_conformance.sim.nvidia_smi import gpu_name, gpu_uuid
 from gpu_conformance.sim.profiles import GpuHardware, Profile
 
@@ -64,6 +69,82 @@ _BRAND = {"turing": "Tesla"}
 
 def image(profile: Profile) -> str:
     return f"nvcr.io/nvidia/dra-driver-nvidia-gpu:{profile.components.dra_driver}"
+
+
+CHART_VERSION = "v25.8.1"
+CHART_IMAGE = f"nvcr.io/nvidia/k8s-dra-driver-gpu:{CHART_VERSION}"
+CHART_NAMESPACE = dra_chart.DEFAULT_NAMESPACE
+CHART_SERVICE_ACCOUNT = f"{dra_chart.CHART_NAME}-service-account-kubeletplugin"
+# The operand loop keys a node's pods by their `app` label; the chart sets none, so its kubelet plugin goes by the
+# DaemonSet's name there (operand_loop.pod_app).
+CHART_KUBELET_PLUGIN = dra_chart.KUBELET_PLUGIN_DAEMONSET
+
+
+def kubelet_plugin_name(profile: Profile) -> str:
+    """The kubelet plugin's DaemonSet in this profile: the chart's beside a ClusterPolicy, the operator's else."""
+    return CHART_KUBELET_PLUGIN if profile.resource_model == "dra-driver" else KUBELET_PLUGIN
+
+
+def kubelet_plugin_namespace(profile: Profile, operator_namespace: str) -> str:
+    return CHART_NAMESPACE if profile.resource_model == "dra-driver" else operator_namespace
+
+
+def _chart_labels() -> dict[str, str]:
+    return {"app.kubernetes.io/name": dra_chart.CHART_NAME, "app.kubernetes.io/instance": dra_chart.CHART_NAME}
+
+
+def chart_objects(profile: Profile) -> list[Obj]:
+    """What `helm install nvidia-dra-driver-gpu` creates that a check can observe, in creation order: the
+    namespace, the kubelet plugin's ServiceAccount and its DaemonSet (DeviceClasses: chart_device_classes)."""
+    helm = {**_chart_labels(), "helm.sh/chart": f"{dra_chart.CHART_NAME}-{CHART_VERSION.lstrip('v')}",
+            "app.kubernetes.io/version": CHART_VERSION.lstrip("v"), "app.kubernetes.io/managed-by": "Helm"}
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": CHART_NAMESPACE, "labels": {"kubernetes.io/metadata.name": CHART_NAMESPACE}}}
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
+        "name": CHART_SERVICE_ACCOUNT, "namespace": CHART_NAMESPACE, "labels": dict(helm)}}
+    pod_labels = {**_chart_labels(), **dra_chart.KUBELET_PLUGIN_LABELS}
+    driver_root = "/run/nvidia/driver" if profile.driver_pods_expected else "/"
+    init = {"name": "init-container", "image": CHART_IMAGE, "securityContext": {"privileged": True},
+            "command": ["bash", "/usr/bin/kubelet-plugin-prestart.sh"],
+            "env": [{"name": "NVIDIA_DRIVER_ROOT", "value": driver_root},
+                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}],
+            "volumeMounts": [{"name": "driver-root-parent", "mountPath": "/driver-root-parent",
+                              "mountPropagation": "HostToContainer"}]}
+    gpus = {"name": dra_chart.GPUS_CONTAINER, "image": CHART_IMAGE, "securityContext": {"privileged": True},
+            "command": ["bash", "-c"], "args": ["exec gpu-kubelet-plugin -v \"${LOG_VERBOSITY}\""],
+            "env": [{"name": "LOG_VERBOSITY", "value": "6"}, {"name": "NVIDIA_DRIVER_ROOT", "value": driver_root},
+                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}, {"name": "CDI_ROOT", "value": "/var/run/cdi"},
+                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+            "volumeMounts": [{"name": "plugins-registry", "mountPath": "/var/lib/kubelet/plugins_registry"},
+                             {"name": "plugins", "mountPath": "/var/lib/kubelet/plugins",
+                              "mountPropagation": "Bidirectional"},
+                             {"name": "cdi", "mountPath": "/var/run/cdi"}]}
+    terms = [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]}]} for k, v in (
+        ("feature.node.kubernetes.io/pci-10de.present", "true"),
+        ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"))]
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {
+        "name": CHART_KUBELET_PLUGIN, "namespace": CHART_NAMESPACE, "labels": dict(helm)},
+        "spec": {
+            "selector": {"matchLabels": {f"{dra_chart.CHART_NAME}-component": "kubelet-plugin"}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+            "template": {"metadata": {"labels": pod_labels}, "spec": {
+                "priorityClassName": "system-node-critical", "serviceAccountName": CHART_SERVICE_ACCOUNT,
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": terms}}},
+                # values.yaml sets no tolerations: the simulated GPU nodes carry no taint to tolerate.
+                "initContainers": [init], "containers": [gpus],
+                "volumes": [{"name": "plugins-registry", "hostPath": {"path": "/var/lib/kubelet/plugins_registry"}},
+                            {"name": "plugins", "hostPath": {"path": "/var/lib/kubelet/plugins"}},
+                            {"name": "cdi", "hostPath": {"path": "/var/run/cdi"}},
+                            {"name": "driver-root-parent", "hostPath": {"path": "/run/nvidia",
+                                                                         "type": "DirectoryOrCreate"}}]}}}}
+    return [ns, sa, ds]
+
+
+def chart_device_classes() -> list[Obj]:
+    """deviceclass-gpu.yaml and deviceclass-mig.yaml (resources.gpus.enabled): no vfio class in the chart."""
+    return [d for d in device_classes() if d["metadata"]["name"] in (GPU_DEVICE_CLASS, "mig.nvidia.com")]
 
 
 def owner_reference(kind: str, name: str, uid: str) -> Obj:

@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from gpu_conformance import dra_chart
 from gpu_conformance import operands as op
 from gpu_conformance.cluster.snapshot import advertised_gpu_resources
 from gpu_conformance.errors import UsageError
@@ -71,7 +72,8 @@ class FaultContext:
         return pods[0]
 
     def set_status(self, pod: Obj, status: Obj) -> None:
-        self.kube.patch("Pod", pod["metadata"]["name"], {"status": status}, self.ns, status=True)
+        ns = pod["metadata"].get("namespace") or self.ns
+        self.kube.patch("Pod", pod["metadata"]["name"], {"status": status}, ns, status=True)
 
     def log(self, container: str, text: str) -> None:
         if self.log_writer is not None:
@@ -869,7 +871,11 @@ DRA_PROFILE = "dra-driver"
 
 
 def _plugin_pod(ctx: FaultContext, node: str) -> Obj:
-    return ctx.pod(dra.KUBELET_PLUGIN, node)
+    """The node's DRA kubelet-plugin pod: the DRA driver chart's (its own namespace, its labels; the dra-driver
+    profile) or the operator's (the GPUCluster stack, app label)."""
+    pods = [p for p in ctx.kube.list("Pod", dra.CHART_NAMESPACE, label_selector=dra_chart.KUBELET_PLUGIN_SELECTOR)
+            if p.get("spec", {}).get("nodeName") == node]
+    return pods[0] if pods else ctx.pod(dra.KUBELET_PLUGIN, node)
 
 
 def _wait_slice_gone(ctx: FaultContext, node: str) -> None:
@@ -880,7 +886,8 @@ def _wait_slice_gone(ctx: FaultContext, node: str) -> None:
 
 @fault("dra-no-resourceslices", "the DRA kubelet plugin on one node runs but never registers with kubelet "
        "(its gRPC socket under /var/lib/kubelet/plugins is not served): the node publishes no ResourceSlice",
-       "gpu-node-1: nvidia-dra-driver-kubelet-plugin Running with container gpus not Ready (startup probe "
+       "gpu-node-1: the DRA kubelet plugin (the chart's nvidia-dra-driver-gpu-kubelet-plugin) Running with "
+       "container gpus not Ready (startup probe "
        "failing); its ResourceSlice withdrawn",
        Layer.DEVICE_PLUGIN, {"DPL-010"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
        root_cause_check="DPL-010")
@@ -900,7 +907,8 @@ def _dra_no_resourceslices(ctx: FaultContext) -> None:
 
 @fault("dra-kubelet-plugin-crashloop", "the DRA kubelet plugin crash-loops on one node (NVML cannot initialise, "
        "a CDI root it cannot write): kubelet deletes its ResourceSlices, no GPU of the node can be claimed",
-       "gpu-node-1: nvidia-dra-driver-kubelet-plugin container gpus CrashLoopBackOff; its ResourceSlice withdrawn",
+       "gpu-node-1: the DRA kubelet plugin (the chart's nvidia-dra-driver-gpu-kubelet-plugin) container gpus "
+       "CrashLoopBackOff; its ResourceSlice withdrawn",
        Layer.DEVICE_PLUGIN, {"DPL-010"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
        root_cause_check="DPL-010")
 def _dra_plugin_crashloop(ctx: FaultContext) -> None:
@@ -929,6 +937,22 @@ def _dra_fewer_devices(ctx: FaultContext) -> None:
     spec = sl["spec"]
     pool = {**spec["pool"], "generation": spec["pool"]["generation"] + 1}
     ctx.kube.patch("ResourceSlice", sl["metadata"]["name"], {"spec": {"devices": spec["devices"][:-1], "pool": pool}})
+
+
+@fault("dra-device-plugin-too", "a device plugin still runs beside the DRA driver on one node (one installed "
+       "before the switch to DRA, or a ClusterPolicy left with devicePlugin.enabled=true): kubelet advertises "
+       "nvidia.com/gpu there while the DRA driver publishes the same GPUs as ResourceSlices",
+       "gpu-node-1: capacity and allocatable nvidia.com/gpu set to the node's GPU count, as a registered device "
+       "plugin has kubelet report them; its ResourceSlice stays",
+       Layer.DEVICE_PLUGIN, {"DPL-014"}, NODE, profile=DRA_PROFILE, simulated_only=NO_DRA,
+       root_cause_check="DPL-014")
+def _dra_device_plugin_too(ctx: FaultContext) -> None:
+    (sl,) = hosts.node_slices(ctx.kube, NODE)
+    count = str(len(sl["spec"].get("devices") or []))
+    ctx.node_patch(NODE, {"status": {"capacity": {"nvidia.com/gpu": count},
+                                     "allocatable": {"nvidia.com/gpu": count}}}, status=True)
+    ctx.wait(lambda: ((ctx.kube.get("Node", NODE).get("status") or {}).get("allocatable") or {}).get(
+        "nvidia.com/gpu") == count, "nvidia.com/gpu advertised")
 
 
 @fault("dra-all-claimed", "every GPU device is already allocated to other workloads' ResourceClaims: busy, not "

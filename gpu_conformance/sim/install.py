@@ -145,11 +145,6 @@ def crds(profile: Profile | None = None) -> list[Obj]:
     for crd in out:
         if crd["metadata"]["name"] != op.CLUSTERPOLICY_CRD:
             continue
-        if profile is not None and profile.resource_model == "dra-driver":
-            # Not in v26.7.0's ClusterPolicy type: the field the dra-driver model is recognised by (dra.py).
-            for v in crd["spec"]["versions"]:
-                v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["draDriver"] = {
-                    "type": "object", "properties": {"enabled": {"type": "boolean"}}}
         for rule, path, schema in _LATER_CRD_FIELDS:
             if not versions.since(rule, version):
                 continue
@@ -219,8 +214,6 @@ def clusterpolicy_spec(profile: Profile) -> Obj:
         spec["cdi"]["nriPluginEnabled"] = profile.nri
     if not versions.since(versions.CDI_DEFAULT_KEY_DROPPED, profile.version):
         spec["cdi"]["default"] = False
-    if profile.resource_model == "dra-driver":
-        spec["draDriver"] = {"enabled": True}
     if profile.time_slicing_replicas:
         spec["devicePlugin"]["config"] = {"name": profile.time_slicing_config_name, "default": "any"}
     return spec
@@ -894,8 +887,6 @@ def operator_node_labels(profile: Profile, hw: GpuHardware) -> dict[str, str]:
         return {**labels, **dict.fromkeys(dra.GPUCLUSTER_DEPLOY_LABELS, "true")}
     for key in op.expected_deploy_labels(profile.operator_version, hw.mig_capable):
         labels[key] = "true"
-    if profile.dra:
-        labels[dra.DEPLOY_LABEL] = "true"
     if profile.driver_pre_installed:
         # k8s-driver-manager found a working host driver and disabled the driver container here.
         labels[op.DRIVER.deploy_label] = "pre-installed"
@@ -1020,6 +1011,8 @@ class InstallManifests:
     gpucluster: Obj | None = None
     device_classes: list[Obj] = field(default_factory=list)
     deployments: list[Obj] = field(default_factory=list)  # operator-created Deployments (DRA compute domains)
+    # The dra-driver model: NVIDIA's DRA driver chart (namespace, ServiceAccount, kubelet-plugin DaemonSet).
+    dra_chart_objects: list[Obj] = field(default_factory=list)
 
     @property
     def operand_objects(self) -> list[Obj]:
@@ -1083,8 +1076,12 @@ def build(profile: Profile, namespace: str = "gpu-operator", gpu_nodes: list[str
     service_accts = service_accounts(profile, namespace, daemonsets, clusterpolicy_uid) if cp else []
     device_classes: list[Obj] = []
     deployments: list[Obj] = []  # operator-created (not Helm's): the DRA driver's compute-domain controller
-    if profile.dra:
-        # dra-driver: deployed beside the ClusterPolicy, which has no draDriver field to own it (dra.py).
+    chart: list[Obj] = []
+    if profile.resource_model == "dra-driver":
+        # NVIDIA's DRA driver chart beside the ClusterPolicy, in its own namespace, owned by nobody (dra.py).
+        chart = dra.chart_objects(profile)
+        device_classes = dra.chart_device_classes()
+    elif profile.dra:
         owner = dra.owner_reference("GPUCluster", dra.GPUCLUSTER_NAME, gpucluster_uid) if gpucluster_uid else None
         daemonsets.append(dra.kubelet_plugin_daemonset(profile, namespace, owner))
         service_accts += dra.service_accounts(profile, namespace, owner)
@@ -1108,6 +1105,7 @@ def build(profile: Profile, namespace: str = "gpu-operator", gpu_nodes: list[str
         gpucluster=None if cp else dra.gpucluster(profile),
         device_classes=device_classes,
         deployments=deployments,
+        dra_chart_objects=chart,
     )
 
 

@@ -52,7 +52,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from gpu_conformance import dra_chart
 from gpu_conformance import operands as op
+from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.sim import dra, pod_states
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
@@ -179,6 +181,14 @@ def join_gpu_node(sim: Any, name: str, operator: str = "sim", host: Sequence[str
 
 
 # ---- one node, as this round sees it ---------------------------------------------------------------
+def pod_app(pod: Obj) -> str:
+    """The pod's `app` label, or for the DRA driver chart's kubelet plugin (which has none) its DaemonSet's name."""
+    labels = pod["metadata"].get("labels") or {}
+    if "app" in labels:
+        return labels["app"]
+    return dra.CHART_KUBELET_PLUGIN if match_labels(dra_chart.KUBELET_PLUGIN_LABELS, labels) else ""
+
+
 class _Node:
     def __init__(self, name: str, plan: inst.NodePlan, node: Obj, pods: list[Obj], host: set[str],
                  need_driver_pod: bool, need_toolkit_pod: bool) -> None:
@@ -188,7 +198,7 @@ class _Node:
         self.host = host
         self.by_app: dict[str, list[Obj]] = {}
         for p in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", "")):
-            self.by_app.setdefault((p["metadata"].get("labels") or {}).get("app", ""), []).append(p)
+            self.by_app.setdefault(pod_app(p), []).append(p)
         self.need_driver_pod = need_driver_pod
         self.need_toolkit_pod = need_toolkit_pod
 
@@ -252,6 +262,8 @@ class OperandSim:
         self.show_fresh_waiting = show_fresh_waiting
         self.profile = profile
         self.ns = namespace
+        # The namespaces whose pods the loop plays kubelet for: the operator's, and the DRA driver chart's.
+        self.namespaces = [namespace] + ([dra.CHART_NAMESPACE] if profile.resource_model == "dra-driver" else [])
         self.workers = workers
         spec = inst.clusterpolicy_spec(profile)
         self.need_driver_pod = profile.driver_pods_expected
@@ -271,6 +283,7 @@ class OperandSim:
         self._watches: WatchSet | None = None
         self._node_cache: WatchCache | None = None
         self._pod_cache: WatchCache | None = None
+        self._chart_pod_caches: dict[str, WatchCache] = {}
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._last_hosts: dict[str, set[str]] | None = None
@@ -300,6 +313,10 @@ class OperandSim:
                                                lambda n: self._touched(n["metadata"]["name"]))
         self._pod_cache = self._watches.watch("pods", collection_path("Pod", self.ns),
                                               lambda p: self._touched((p.get("spec") or {}).get("nodeName")))
+        for ns in self.namespaces[1:]:
+            self._chart_pod_caches[ns] = self._watches.watch(
+                f"pods {ns}", collection_path("Pod", ns),
+                lambda p: self._touched((p.get("spec") or {}).get("nodeName")))
 
     def close(self) -> None:
         if self._watches is not None:
@@ -324,20 +341,25 @@ class OperandSim:
     def _read(self) -> tuple[list[Obj], list[Obj], set[str] | None]:
         """Nodes, the namespace's pods, and the nodes to look at (None: all)."""
         if not self.watch:
-            return self.kube.list("Node"), self.kube.list("Pod", self.ns), None
+            return self.kube.list("Node"), [p for ns in self.namespaces for p in self.kube.list("Pod", ns)], None
         if self._node_cache is None or self._pod_cache is None:
             self._start_watching()
             assert self._node_cache is not None and self._pod_cache is not None
             with self._dirty_lock:
                 self._dirty.clear()
-            return self._node_cache.items(), self._pod_cache.items(), None
+            return self._node_cache.items(), self._all_pods(), None
         with self._dirty_lock:
             dirty, self._dirty = self._dirty, set()
-        return self._node_cache.items(), self._pod_cache.items(), dirty
+        return self._node_cache.items(), self._all_pods(), dirty
+
+    def _all_pods(self) -> list[Obj]:
+        assert self._pod_cache is not None
+        return [*self._pod_cache.items(), *(p for c in self._chart_pod_caches.values() for p in c.items())]
 
     def _applied(self, obj: Obj) -> None:
         """Our own write's answer, into the copy at once (the next round must not redo it)."""
-        cache = self._node_cache if obj.get("kind") == "Node" else self._pod_cache
+        ns = (obj.get("metadata") or {}).get("namespace")
+        cache = self._node_cache if obj.get("kind") == "Node" else self._chart_pod_caches.get(ns or "", self._pod_cache)
         if cache is not None:
             cache.apply(obj)
 
@@ -379,7 +401,7 @@ class OperandSim:
         dp = v.running(op.DEVICE_PLUGIN.daemonset)
         if dp is not None and any(k in cap for k in v.plan.gpu_resources):
             self.advertised[v.name] = dp["metadata"]["uid"]
-        plugin = v.current(dra.KUBELET_PLUGIN)
+        plugin = v.current(dra.kubelet_plugin_name(self.profile))
         if self.profile.dra and plugin is not None and _ready(plugin) and node_slices(self.kube, v.name):
             self.published[v.name] = plugin["metadata"]["uid"]
         labels = v.node["metadata"].get("labels") or {}
@@ -395,7 +417,8 @@ class OperandSim:
 
         def write() -> None:
             with contextlib.suppress(ApiException):  # deleted meanwhile: nothing to write
-                self._applied(self.kube.patch("Pod", name, {"status": status}, self.ns, status=True))
+                self._applied(self.kube.patch("Pod", name, {"status": status}, pod["metadata"].get("namespace")
+                                              or self.ns, status=True))
         return write
 
     def _kubelet(self, v: _Node) -> list[Action]:
@@ -460,7 +483,9 @@ class OperandSim:
         """Whether init container `stage` of the pod exits 0 now (facts §3a, §3d)."""
         if app == op.CUDA_VALIDATOR_APP:  # its cuda-validation runs vectorAdd (no retry: OnFailure ends it Failed)
             return FAIL if CUDA_FAILING in v.host else PASS
-        if stage == "driver-validation":  # WITH_WAIT=true: loops until the driver answers
+        if stage in ("driver-validation", "init-container"):
+            # driver-validation: WITH_WAIT=true, loops until the driver answers; the DRA driver chart's
+            # init-container (kubelet-plugin-prestart.sh) likewise waits for the driver root.
             return PASS if v.driver_ready() else WAIT
         if stage == "toolkit-validation" and app == op.VALIDATOR.daemonset:
             if RUNTIME_CLOBBERED in v.host:
@@ -530,7 +555,7 @@ class OperandSim:
 
     def _resource_slices(self, v: _Node) -> list[Action]:
         """The kubelet plugin publishes the node's GPUs once Ready (again after a restart); gone, they are withdrawn."""
-        plugin = v.current(dra.KUBELET_PLUGIN)
+        plugin = v.current(dra.kubelet_plugin_name(self.profile))
         uid = plugin["metadata"]["uid"] if plugin is not None and _ready(plugin) else None
         if uid is not None and self.published.get(v.name) != uid and v.plan.hardware is not None:
             self.published[v.name] = uid

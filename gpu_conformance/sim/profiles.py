@@ -316,10 +316,10 @@ _add(Profile(
 
 _add(Profile(
     "dra-driver",
-    "v26.7.0 with devicePlugin.enabled=false and NVIDIA's DRA driver (kubelet plugin DaemonSet "
-    "nvidia-dra-driver-kubelet-plugin and DeviceClasses as the operator's state-dra-driver renders them): GPUs are "
-    "ResourceSlices of driver gpu.nvidia.com, requested through ResourceClaims. The ClusterPolicy says "
-    "draDriver.enabled=true, a field v26.7.0's ClusterPolicy does not have yet (issue #22's model; sim/dra.py).",
+    "v26.7.0 with devicePlugin.enabled=false and NVIDIA's DRA driver for GPUs installed beside it from its own Helm "
+    "chart (nvidia-dra-driver-gpu v25.8.1 in namespace nvidia-dra-driver-gpu: DaemonSet "
+    "nvidia-dra-driver-gpu-kubelet-plugin, DeviceClasses gpu.nvidia.com and mig.nvidia.com): GPUs are ResourceSlices "
+    "of driver gpu.nvidia.com, requested through ResourceClaims (sim/dra.py).",
     operator_version="v26.7.0", device_plugin_enabled=False, resource_model="dra-driver",
     lacks=("nvidia-device-plugin-daemonset and nvidia.com/gpu resources (GPUs are claimed through DRA)",),
 ))

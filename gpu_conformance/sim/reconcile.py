@@ -333,6 +333,11 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
     create_all(kube, [*manifests.runtime_classes, *manifests.service_accounts, *manifests.configmaps,
                       *manifests.device_classes])
     create_all(kube, [*manifests.daemonsets, *manifests.deployments, *manifests.services])
+    # The dra-driver model: the DRA driver's own Helm release beside the operator (its namespace first).
+    chart = manifests.dra_chart_objects
+    create_all(kube, [o for o in chart if o["kind"] == "Namespace"], ignore_existing=True)
+    create_all(kube, [o for o in chart if o["kind"] == "ServiceAccount"], ignore_existing=True)
+    create_all(kube, [o for o in chart if o["kind"] not in ("Namespace", "ServiceAccount")], ignore_existing=True)
     mark("operands")
 
     sim = SimInstall(client=client, profile=p, namespace=namespace, gpu_nodes=gpu_names, cpu_nodes=cpu_names,
@@ -385,6 +390,8 @@ def _converge_rounds(kube: Kube, sim: SimInstall, operands: Any, expected: dict[
         pending += [f"cuda-validator on {n}" for n in sorted(validator_nodes - set(cuda))]
         pending += [f"GPU capacity on {n}" for n, plan in plans.items()
                     if plan.gpu_resources and n not in operands.advertised]
+        if m.dra_chart_objects:  # the chart's DaemonSet is not the operator's: its published slices say it is up
+            pending += [f"ResourceSlice of {n}" for n in plans if n not in operands.published]
         if not pending:
             dss = {d["metadata"]["name"]: d for d in kube.list("DaemonSet", ns)}
             pending += [f"DaemonSet {name} ({expected[name]} nodes)" for name in sorted(expected)
