@@ -603,6 +603,13 @@ class OperandSim:
         except ApiException as e:
             if e.status != 409:  # 409: served by an earlier loop
                 raise
+        try:
+            # kwok's pod-ready stage holds a claim pod until this mark (data/kwok-stages.yaml).
+            self.kube.patch("Pod", name, {"metadata": {"annotations": {pod_logs.SERVED_ANNOTATION: "served"}}},
+                            namespace)
+        except ApiException as e:
+            if e.status != 404:  # 404: the pod went away meanwhile
+                raise
         self.served.add(uid)
 
     def _withdraw(self, node: str) -> None:

@@ -19,6 +19,8 @@ Obj = dict[str, Any]
 
 LOGS_API = "kwok.x-k8s.io/v1alpha1"
 LOGS_CRD_NAME = "logs.kwok.x-k8s.io"
+# Set on a claim pod once its own output is served; kwok starts the pod only then (data/kwok-stages.yaml).
+SERVED_ANNOTATION = "sim.gpu-conformance/claim-output"
 
 
 def logs_crd() -> Obj:
