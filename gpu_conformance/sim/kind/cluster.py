@@ -15,6 +15,8 @@ Lifecycle (KindCluster.start / stop):
    PCI label;
 6. the real GPU Operator v25.3.4 with its operand images' stand-ins (operator.py): it deploys the validator and
    the device plugin, and the workers advertise nvidia.com/gpu; the tier waits for the ClusterPolicy's Ready.
+   With `dra=True` the device plugin is off and our fake DRA kubelet plugin runs as NVIDIA's DRA driver chart
+   runs its own (dra_driver.py): the workers publish their GPUs as ResourceSlices instead.
 stop deletes the cluster (kind removes its containers) and stops our dockerd by PID.
 """
 
@@ -41,7 +43,7 @@ from gpu_conformance.errors import ConformanceError
 from gpu_conformance.gotools import NVIDIA_CONTAINER_RUNTIME, ensure_tool
 from gpu_conformance.sim import fakegpu, operator_module
 from gpu_conformance.sim.kind import binaries as kindbin
-from gpu_conformance.sim.kind import nodeimage
+from gpu_conformance.sim.kind import dra_driver, nodeimage
 from gpu_conformance.sim.kind import operator as kindop
 from gpu_conformance.sim.kind.docker import Dockerd, tier_root, unavailable_reason
 from gpu_conformance.sim.realnode import binaries as rnbin
@@ -94,6 +96,9 @@ class KindCluster:
     gpu_path: str = field(default_factory=kindop.gpu_path)
     # NVIDIA's runtime on the CDI path (built by gotools on first use); None until start() on that path.
     nvidia_runtime: Path | None = None
+    # The DRA model: device plugin off, the fake DRA kubelet plugin (built on start) publishing the GPUs.
+    dra: bool = False
+    dra_plugin: Path | None = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _saved_sysctls: dict[str, str] = field(default_factory=dict)
     _lock: TextIO | None = None
@@ -119,6 +124,8 @@ class KindCluster:
         dirs = kindbin.ensure_binaries()
         if self.gpu_path == "cdi":
             self.nvidia_runtime = ensure_tool(NVIDIA_CONTAINER_RUNTIME)
+        if self.dra:
+            self.dra_plugin = dra_driver.ensure_plugin()
         self.docker = Dockerd(tier_root(), external=bool(os.environ.get("DOCKER_HOST")))
         if not self.docker.external:
             self.docker.start()
@@ -194,6 +201,10 @@ class KindCluster:
             self.work.mkdir(parents=True, exist_ok=True)
             config.write_text(kindop.runtime_config())
             mounts[str(config)] = RUNTIME_CONFIG
+        if self.dra:
+            if self.dra_plugin is None:
+                raise KindError("the DRA model needs the fake DRA kubelet plugin, which was not built")
+            mounts[str(self.dra_plugin)] = dra_driver.NODE_PATH
         return [{"hostPath": src, "containerPath": dst, "readOnly": True} for src, dst in mounts.items()]
 
     def _set_env(self, values: dict[str, str]) -> None:
@@ -262,7 +273,18 @@ class KindCluster:
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                      *[f"crd/{c['metadata']['name']}" for c in crds])
         self.kubectl("apply", "--server-side", "-f", "-",
-                     input=yaml.safe_dump_all([*kindop.objects(), kindop.clusterpolicy(self.gpu_path)]))
+                     input=yaml.safe_dump_all([*kindop.objects(), self.clusterpolicy()]))
+        if self.dra:
+            self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(
+                dra_driver.objects(kindop.DRIVER_ROOT, kindop.CDI_DIR, GPU_LABEL)))
+
+    def clusterpolicy(self) -> dict[str, Any]:
+        """The ClusterPolicy of this cluster's GPU path; in the DRA model with the device plugin off, as NVIDIA's
+        DRA install guide has it beside the DRA driver (one GPU allocator per node)."""
+        cp = kindop.clusterpolicy(self.gpu_path)
+        if self.dra:
+            cp["spec"].setdefault("devicePlugin", {})["enabled"] = False
+        return cp
 
     def _until(self, missing: Callable[[], str | None], timeout: float, interval: float) -> None:
         """Poll `missing` (None when done, else what is still missing); on timeout one error with the operator
@@ -276,6 +298,9 @@ class KindCluster:
 
     def _wait_gpus(self, timeout: float = 180.0) -> None:
         want = set(self.gpu_nodes())
+        if self.dra:
+            self._until(lambda: self._missing_slices(want), timeout, 2)
+            return
 
         def missing() -> str | None:
             ready = {n["metadata"]["name"] for n in self.nodes()
@@ -283,6 +308,11 @@ class KindCluster:
             return f"nodes {sorted(want - ready)} advertise no nvidia.com/gpu" if want - ready else None
 
         self._until(missing, timeout, 2)
+
+    def _missing_slices(self, want: set[str]) -> str | None:
+        slices = json.loads(self.kubectl("get", "resourceslices", "-o", "json"))["items"]
+        short = sorted(n for n in want if dra_driver.slice_devices(slices, n) != self.gpus)
+        return f"nodes {short} publish no ResourceSlice with {self.gpus} GPUs" if short else None
 
     def clusterpolicy_status(self) -> dict[str, Any]:
         """The ClusterPolicy's status ({} when there is none or the operator has not written one)."""
