@@ -328,6 +328,10 @@ class KindCluster:
             return None if ok else f"the ClusterPolicy is not ready (state {status.get('state')!r})"
 
         self._until(missing, timeout, 3)
+        # As `helm install --wait` would: the operator's own pod Ready too (the ClusterPolicy can be ready before
+        # its readiness probe first passes, and OPR-001 would then block every node).
+        self.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", kindop.NAMESPACE,
+                     f"--timeout={timeout:.0f}s")
 
     def load_image(self, tag: str) -> None:
         """An image of our Docker into every node (pytest-kubernetes' load_image: `kind load docker-image`)."""
