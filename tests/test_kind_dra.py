@@ -8,7 +8,8 @@ call gets the GPU's CDI name back and containerd injects it: the probe's contain
 node through CDI, with NVIDIA_VISIBLE_DEVICES=void and the device node present.
 
 A cluster of its own (one kind tier per machine, so not beside tests/test_kind.py's module cluster); measured
-with `pytest -m kind tests/test_kind_dra.py` on a warm tier cache.
+with `pytest --tiers=slow tests/test_kind_dra.py -k real_container` on a warm tier cache, 2 shared cores:
+77 s (cluster ready in 70 s, then the suite and the probe).
 """
 
 from __future__ import annotations
