@@ -212,11 +212,7 @@ def _build_operand_index(snap: ClusterSnapshot) -> _OperandPodIndex:
 
 def _operand_index(snap: ClusterSnapshot) -> _OperandPodIndex:
     """Built once per snapshot like facts(): every check asks for several operands' pods on every node."""
-    cached = snap.__dict__.get("_operand_pods")
-    if cached is None:
-        cached = _build_operand_index(snap)
-        snap.__dict__["_operand_pods"] = cached
-    return cached
+    return snap.derived("_operand_pods", _build_operand_index)
 
 
 def operand_pods(snap: ClusterSnapshot, operand: ops.Operand) -> list[Obj]:
@@ -348,10 +344,9 @@ class ClusterFacts:
         return versions.since(name, self.operator.parsed)
 
 
+def _build_facts(snap: ClusterSnapshot) -> ClusterFacts:
+    return ClusterFacts(detect_operator_version(snap), {n: driver_mode(snap, n) for n in snap.gpu_node_names})
+
+
 def facts(snap: ClusterSnapshot) -> ClusterFacts:
-    cached = snap.__dict__.get("_facts")
-    if cached is None:
-        cached = ClusterFacts(detect_operator_version(snap),
-                              {n: driver_mode(snap, n) for n in snap.gpu_node_names})
-        snap.__dict__["_facts"] = cached
-    return cached
+    return snap.derived("_facts", _build_facts)

@@ -15,7 +15,10 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from gpu_conformance import dra_chart, versions
 from gpu_conformance import operands as ops
@@ -32,36 +35,16 @@ T3 = "2026-10-01T09:30:00Z"   # later: a runtime refusal after everything was up
 NFD_RELEASE = "gpu-operator-node-feature-discovery"
 DRIVER_CRD_DS = "nvidia-gpu-driver-ubuntu22.04-7c6d7bd86b"
 
-# Helm defaults per operator minor release (facts §0; deployments/gpu-operator/values.yaml and the NFD sub-chart
-# version in Chart.yaml at v22.9.2, v23.3.2, v23.6.2, v23.9.2, v24.3.0, v24.6.2, v24.9.2); an unknown version uses
-# the nearest older row. "gfd": before v24.3 GFD shipped as its own image nvcr.io/nvidia/gpu-feature-discovery.
+# Helm defaults per operator minor release (facts §0), keyed by (major, minor): a table of data, kept in
+# data/helm-defaults.yaml with its sources; an unknown version uses the nearest older row.
+def _release(minor: str) -> tuple[int, int]:
+    major, _, rest = minor.partition(".")
+    return int(major), int(rest)
+
+
 _COMPONENTS: dict[tuple[int, int], dict[str, str]] = {
-    (22, 9): {"driver": "525.60.13", "manager": "v0.6.0", "toolkit": "v1.11.0-ubuntu20.04", "plugin": "v0.13.0-ubi8",
-              "dcgm_exporter": "3.1.3-3.1.2-ubuntu20.04", "mig_manager": "v0.5.0-ubuntu20.04", "nfd": "v0.10.1",
-              "gfd": "v0.7.0-ubi8"},
-    (23, 3): {"driver": "525.105.17", "manager": "v0.6.1", "toolkit": "v1.13.0-ubuntu20.04", "plugin": "v0.14.0-ubi8",
-              "dcgm_exporter": "3.1.7-3.1.4-ubuntu20.04", "mig_manager": "v0.5.2-ubuntu20.04", "nfd": "v0.12.1",
-              "gfd": "v0.8.0-ubi8"},
-    (23, 6): {"driver": "535.104.05", "manager": "v0.6.5", "toolkit": "v1.13.4-ubuntu20.04", "plugin": "v0.14.1-ubi8",
-              "dcgm_exporter": "3.1.8-3.1.5-ubuntu20.04", "mig_manager": "v0.5.3-ubuntu20.04", "nfd": "v0.13.1",
-              "gfd": "v0.8.1-ubi8"},
-    (23, 9): {"driver": "550.54.14", "manager": "v0.6.5", "toolkit": "v1.14.6-ubuntu20.04", "plugin": "v0.14.5-ubi8",
-              "dcgm_exporter": "3.3.0-3.2.0-ubuntu22.04", "mig_manager": "v0.6.0-ubuntu20.04", "nfd": "v0.14.2",
-              "gfd": "v0.8.2-ubi8"},
-    (24, 3): {"driver": "550.54.15", "manager": "v0.6.8", "toolkit": "v1.15.0-ubuntu20.04", "plugin": "v0.15.0-ubi8",
-              "dcgm_exporter": "3.3.5-3.4.1-ubuntu22.04", "mig_manager": "v0.7.0-ubuntu20.04", "nfd": "v0.15.4"},
-    (24, 6): {"driver": "550.90.07", "manager": "v0.6.10", "toolkit": "v1.16.2-ubuntu20.04", "plugin": "v0.16.2-ubi8",
-              "dcgm_exporter": "3.3.7-3.5.0-ubuntu22.04", "mig_manager": "v0.8.0-ubuntu20.04", "nfd": "v0.16.3"},
-    (24, 9): {"driver": "550.144.03", "manager": "v0.7.0", "toolkit": "v1.17.4-ubuntu20.04", "plugin": "v0.17.0",
-              "dcgm_exporter": "3.3.9-3.6.1-ubuntu22.04", "mig_manager": "v0.10.0-ubuntu20.04", "nfd": "v0.16.6"},
-    (25, 3): {"driver": "580.82.07", "manager": "v0.8.1", "toolkit": "v1.17.8-ubuntu20.04", "plugin": "v0.17.4",
-              "dcgm_exporter": "4.3.1-4.4.0-ubuntu22.04", "mig_manager": "v0.12.3-ubuntu20.04", "nfd": "v0.17.3"},
-    (25, 10): {"driver": "580.105.08", "manager": "v0.9.1", "toolkit": "v1.18.1", "plugin": "v0.18.1",
-               "dcgm_exporter": "4.4.2-4.7.0-distroless", "mig_manager": "v0.13.1", "nfd": "v0.18.2"},
-    (26, 3): {"driver": "580.126.20", "manager": "v0.11.0", "toolkit": "v1.19.1", "plugin": "v0.19.3",
-              "dcgm_exporter": "4.5.3-4.8.2-distroless", "mig_manager": "v0.14.2", "nfd": "v0.18.3"},
-    (26, 7): {"driver": "595.91.07", "manager": "v0.12.0", "toolkit": "v1.20.0", "plugin": "v0.20.0",
-              "dcgm_exporter": "4.6.0-4.8.3-distroless", "mig_manager": "v0.15.0", "nfd": "v0.19.0"},
+    _release(minor): row
+    for minor, row in yaml.safe_load((Path(__file__).parent / "data" / "helm-defaults.yaml").read_text()).items()
 }
 HOST_DRIVER_VERSION = "580.95.05"
 # (memory MiB, family, compute major, minor) per GFD product label.

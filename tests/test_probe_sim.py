@@ -14,13 +14,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
+from polling import wait_for
 from tcp_proxy import TcpProxy
 
 from gpu_conformance import probe as probe_module
@@ -42,26 +43,13 @@ CDI_ERROR = ("failed to generate container spec: failed to apply OCI options: fa
 def sim() -> Iterator[Any]:
     from gpu_conformance.sim.session import start_sim
 
-    booted = start_sim(quiet=True)
-    try:
+    with start_sim(quiet=True) as booted:
         yield booted
-    finally:
-        booted.stop()
 
 
 @pytest.fixture
 def admin(sim: Any) -> Kube:
     return Kube(sim.cluster.api_client())
-
-
-def wait_for(cond: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @contextlib.contextmanager

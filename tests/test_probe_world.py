@@ -111,20 +111,16 @@ def succeed(pod: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[FakeCluster, probe_mod.Probe]]:
-    """(cluster, probe) over a healthy 3-GPU-node snapshot, with quick polls."""
-    monkeypatch.setattr(probe_mod, "POLL_INTERVAL", 0.05)
+def world(monkeypatch: pytest.MonkeyPatch, fake_api_probe: Callable[..., probe_mod.Probe],
+          ) -> Callable[..., tuple[FakeCluster, probe_mod.Probe]]:
+    """(cluster, probe) over a healthy 3-GPU-node snapshot, with quick polls and quick node checks."""
     monkeypatch.setattr(probe_mod, "NODE_CHECK_AFTER", 0.2, raising=False)
     monkeypatch.setattr(probe_mod, "NODE_CHECK_GAP_MAX", 1.0, raising=False)
 
     def make(probe_timeout: float = 10.0) -> tuple[FakeCluster, probe_mod.Probe]:
         snap = healthy_snapshot()
         cluster = FakeCluster(snap.gpu_node_names)
-        monkeypatch.setattr(probe_mod, "raw_request", cluster.request)
-        conn: Any = SimpleNamespace(api=None, server="https://fake", user="u")
-        probe = probe_mod.Probe(conn, Settings(run_id=RUN, probe_timeout=probe_timeout), snap)
-        snap.probe = probe.obs
-        return cluster, probe
+        return cluster, fake_api_probe(cluster.request, snap, RUN, probe_timeout)
 
     return make
 

@@ -46,6 +46,7 @@ from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_d
 from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.pids import pid_alive
 from gpu_conformance.sim import binaries
+from gpu_conformance.sim.failed_start import cleaned_up_on_failure
 from gpu_conformance.sim.pki import Pki, make_pki
 
 if TYPE_CHECKING:
@@ -195,7 +196,8 @@ class SimCluster:
             if not detach:
                 _register_live(self)
             deadline = time.monotonic() + timeout
-            try:
+            # A failed boot keeps the state dir (the component logs are the only clue); an interrupt removes all.
+            with cleaned_up_on_failure(SimClusterError, self._teardown, "state dir kept for debugging"):
                 self._launch(bin_dir)
                 self._wait_ready(deadline, only=("kube-apiserver",))
                 if not self.api_only:
@@ -204,14 +206,6 @@ class SimCluster:
                     for name in ("kube-controller-manager", "kube-scheduler"):
                         self._spawn(name, self._command(name, bin_dir))
                     self._wait_ready(deadline)
-            except SimClusterError as exc:
-                # The component logs are the only clue to a failed boot: keep the state dir for them.
-                self._teardown(keep_state_dir=True)
-                raise SimClusterError(f"{exc} [state dir kept for debugging]") from None
-            except BaseException:
-                # Covers KeyboardInterrupt during boot as well: never leave half a cluster running.
-                self.stop()
-                raise
             return self
 
     def cpu_seconds(self) -> dict[str, float]:

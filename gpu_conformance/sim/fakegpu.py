@@ -48,6 +48,17 @@ PAUSE_IMAGE = "realnode.local/pause:1"
 BUSYBOX_IMAGE = "realnode.local/busybox:1"
 
 
+class FakeGpuNode:
+    """Mixed into each fake GPU node class (nvidia_runtime.Node, the real-node tier's RealNode): the fake device plugin
+    writes its CDI spec into the node's `cdi_dir`, under the file name only this module knows."""
+
+    cdi_dir: Path
+
+    @property
+    def cdi_spec(self) -> Path:
+        return self.cdi_dir / CDI_SPEC_FILE
+
+
 class FixtureError(ConformanceError):
     """fixtures/fake-gpu is not there (an installed package, not a source checkout)."""
 

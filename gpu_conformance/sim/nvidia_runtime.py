@@ -31,7 +31,7 @@ EDITED = ("process.env", "linux.devices", "linux.resources.devices", "mounts", "
 
 
 @dataclass(frozen=True)
-class Node:
+class Node(fakegpu.FakeGpuNode):
     """One GPU node's fake driver and CDI spec, in a directory standing for its root."""
     root: Path
     name: str
@@ -44,10 +44,6 @@ class Node:
     @property
     def driver_root(self) -> Path:
         return self.root / "var/lib/fake-gpu"
-
-    @property
-    def cdi_spec(self) -> Path:
-        return self.cdi_dir / fakegpu.CDI_SPEC_FILE
 
     def uuid(self, index: int) -> str:
         return fakegpu.uuids(self.name, self.gpus)[index]

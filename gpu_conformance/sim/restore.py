@@ -28,6 +28,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from gpu_conformance.sim.json_tree import without
 from gpu_conformance.sim.kube_client import Kube
 
 Obj = dict[str, Any]
@@ -105,11 +106,7 @@ def capture(kube: Kube, logs_dir: Path | None = None, resources: list[Resource] 
 
 # ---- comparison ------------------------------------------------------------------------------
 def _scrub(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items() if k not in STATUS_VOLATILE}
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
-    return value
+    return without(value, lambda key, _value: key in STATUS_VOLATILE)
 
 
 def _owner(o: Obj) -> Obj | None:

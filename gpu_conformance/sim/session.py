@@ -32,6 +32,13 @@ class BootedSim:
         self.real_nodes = []
         self.cluster.stop()
 
+    def __enter__(self) -> BootedSim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Whatever ended the block (a failed test, Ctrl-C), nothing of the cluster is left running.
+        self.stop()
+
 
 OPERATORS = ("sim", "real")
 

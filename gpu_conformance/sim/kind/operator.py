@@ -42,6 +42,7 @@ from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import fakegpu, install, operator_module
 from gpu_conformance.sim.chart import clusterpolicy_from_module
 from gpu_conformance.sim.fakegpu import busybox_applets
+from gpu_conformance.sim.json_tree import without
 from gpu_conformance.sim.profiles import get_profile
 from gpu_conformance.sim.realnode import oci
 
@@ -127,11 +128,7 @@ def clusterpolicy(path: str = "cdi") -> Obj:
 def _without_nulls(obj: Any) -> Any:
     # The chart prints a block whose contents are all empty as a bare key (`plugin:` when validator.plugin.env
     # is []), i.e. null; the API server refuses null where the CRD says object ("must be of type object").
-    if isinstance(obj, dict):
-        return {k: _without_nulls(v) for k, v in obj.items() if v is not None}
-    if isinstance(obj, list):
-        return [_without_nulls(v) for v in obj]
-    return obj
+    return without(obj, lambda _key, value: value is None)
 
 
 def image_name(component: Obj) -> str:

@@ -49,6 +49,7 @@ from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.controlplane import Proc, last_line, spawn_logged
 from gpu_conformance.sim.controlplane import proc_start_time as _start_time
+from gpu_conformance.sim.failed_start import cleaned_up_on_failure
 from gpu_conformance.sim.realnode import binaries as rnbin
 
 # Node and host ends of each node's veth pair live in a /30 of this range; the simulated API server is
@@ -169,7 +170,7 @@ def free_subnet() -> ipaddress.IPv4Network:
     raise RealNodeError(f"no free /30 left in {REALNODE_CIDR}")
 
 
-class RealNode:
+class RealNode(fakegpu.FakeGpuNode):
     """A kubelet + containerd node with `gpus` fake GPUs; start() joins it, stop() removes every trace."""
 
     def __init__(self, control_plane: ControlPlane, name: str = "real-gpu-node-0", gpus: int = 2,
@@ -208,10 +209,6 @@ class RealNode:
         return self.work / "cdi"
 
     @property
-    def cdi_spec(self) -> Path:
-        return self.cdi_dir / fakegpu.CDI_SPEC_FILE
-
-    @property
     def holder_pid(self) -> int:
         return self.procs["holder"].pid
 
@@ -226,7 +223,8 @@ class RealNode:
         self.bin_dir = self.bin_dir or rnbin.ensure_binaries()
         self._t0 = time.monotonic()
         deadline = self._t0 + timeout
-        try:
+        # A failed start keeps the logs (the message names the dir); an interrupt removes everything.
+        with cleaned_up_on_failure(RealNodeError, self.stop, f"logs kept in {self.work / 'logs'}"):
             self._prepare_dirs()
             self._start_holder()
             self._mounts()
@@ -244,13 +242,6 @@ class RealNode:
             self.start_device_plugin(self.strategy, wait=None)
             self._wait_node(deadline)
             self._mark("node ready with GPUs")
-        except RealNodeError as exc:
-            # The logs are the only clue to a failed start: keep them (the message names the dir).
-            self.stop(keep_logs=True)
-            raise RealNodeError(f"{exc} [logs kept in {self.work / 'logs'}]") from None
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def stop(self, keep_logs: bool = False) -> None:
