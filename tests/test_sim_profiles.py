@@ -37,7 +37,7 @@ def test_healthy_profile_is_conformant(profile: str, tmp_path: Path) -> None:
     assert not [c["id"] for c in data["checks"] if c["status"] in ("fail", "blocked")]
     na = {c["id"] for c in data["checks"] if c["status"] == "n/a"}
     # The device-plugin model: the DRA checks (DPL-010..013) and the GPUCluster's (OPR-008) do not apply.
-    dra_na = set() if PROFILES[profile].dra else {"DPL-010", "DPL-011", "DPL-012", "DPL-013", "OPR-008"}
+    dra_na = set() if PROFILES[profile].dra else {"DPL-010", "DPL-011", "DPL-012", "DPL-013", "DPL-014", "OPR-008"}
     assert na == EXPECTED_NA.get(profile, set()) | dra_na, na
     assert all(n["root_cause"] is None for n in data["nodes"]) and len(data["nodes"]) == 3
     assert {p["phase"] for p in data["probe"]["pods"]} == {"Succeeded"} and data["probe"]["deleted"]
@@ -100,8 +100,11 @@ def test_layer_selection_and_config_file(tmp_path: Path) -> None:
     from gpu_conformance import catalogue
     from gpu_conformance.model import Layer
 
-    selected = len(catalogue.checks_for(Layer.OPERATOR)) + len(catalogue.checks_for(Layer.NFD))
-    assert f"{selected} passed" in proc.stdout, proc.stdout[-1500:]
+    chosen = [*catalogue.checks_for(Layer.OPERATOR), *catalogue.checks_for(Layer.NFD)]
+    # A check n/a in this cluster's resource model (device-plugin: OPR-008 judges a GPUCluster) is a skip.
+    na = [c for c in chosen if "device-plugin" in c.na_in]
+    assert f"{len(chosen) - len(na)} passed" in proc.stdout, proc.stdout[-1500:]
+    assert not na or f"{len(na)} skipped" in proc.stdout, proc.stdout[-1500:]
     data = json.loads((tmp_path / "conformance.json").read_text())
     assert data["verdict"] == "INCOMPLETE" and data["layers_run"] == ["operator", "nfd"]
     assert data["probe"]["pods"] == [] and data["settings"]["expect_driver"] == "operator"
