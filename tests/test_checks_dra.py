@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import copy
 
+import factory as F
 import pytest
+from check_runner import N1, cluster, on, only_node, run
 
 from gpu_conformance import catalogue
 from gpu_conformance.model import Finding, Layer, Status
@@ -13,8 +15,6 @@ from gpu_conformance.resource_model import ResourceModel, resource_model
 from gpu_conformance.resource_slices import quantity_bytes
 from gpu_conformance.settings import Settings
 from gpu_conformance.verdict import NOT_CONFORMANT, Verdict, decide
-from tests import factory as F
-from tests.check_runner import N1, cluster, on, only_node, run
 
 NEW = ("OPR-008", "OPR-009", "DPL-010", "DPL-011", "DPL-012", "DPL-013", "DPL-014")
 DEVICE_PLUGIN_CHECKS = tuple(f"DPL-00{i}" for i in range(1, 9))
