@@ -115,3 +115,22 @@ def test_missing_debian_tools_name_the_apt_command(monkeypatch: pytest.MonkeyPat
         rnbin.host_tools()
     msg = str(e.value)
     assert msg.startswith("the real-node tier needs runc, ip") and "apt-get install runc" in msg
+
+
+def test_cgroup_walk_survives_a_directory_removed_while_walking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubelet removes pod cgroups while stop walks them; a CI run failed on rglob's FileNotFoundError."""
+    for sub in ("kubepods/besteffort/pod-a/c1", "kubepods/besteffort/pod-b", "kubepods/burstable"):
+        (tmp_path / sub).mkdir(parents=True)
+    real_scandir = node.os.scandir
+
+    def vanishing_scandir(path):  # type: ignore[no-untyped-def]
+        if str(path).endswith("pod-a"):  # gone between the parent's listing and its own
+            (tmp_path / "kubepods/besteffort/pod-a/c1").rmdir()
+            (tmp_path / "kubepods/besteffort/pod-a").rmdir()
+        return real_scandir(path)
+
+    monkeypatch.setattr(node.os, "scandir", vanishing_scandir)
+    dirs = node._cgroup_dirs_deepest_first(tmp_path)
+    assert dirs[-1] == tmp_path
+    assert dirs.index(tmp_path / "kubepods/besteffort/pod-b") < dirs.index(tmp_path / "kubepods/besteffort")
+    assert node._cgroup_dirs_deepest_first(tmp_path / "gone") == []

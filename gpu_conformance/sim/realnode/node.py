@@ -619,11 +619,20 @@ def _cgroup_hierarchies() -> list[Path]:
     return [p for p in sorted(root.iterdir()) if p.is_dir() and not p.is_symlink() and (p / "cgroup.procs").exists()]
 
 
+def _cgroup_dirs_deepest_first(path: Path) -> list[Path]:
+    """Every directory under a cgroup path, children before parents.
+
+    os.walk, not Path.rglob: the kubelet, containerd's shims and the kernel remove pod cgroups while we
+    walk, and rglob raises on a directory that vanished under it (a CI run failed so); os.walk skips it.
+    """
+    return [Path(top) for top, _, _ in os.walk(path, topdown=False)]
+
+
 def _cgroup_pids(path: Path) -> set[int]:
     pids: set[int] = set()
-    for procs in path.rglob("cgroup.procs"):
+    for d in _cgroup_dirs_deepest_first(path):
         with contextlib.suppress(OSError, ValueError):
-            pids.update(int(x) for x in procs.read_text().split())
+            pids.update(int(x) for x in (d / "cgroup.procs").read_text().split())
     return pids
 
 
@@ -640,13 +649,15 @@ def _remove_cgroup_root(cgroup_root: str) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.1)
-    for d in dirs:
-        if d.is_dir():
-            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+    # A cgroup whose last task just exited can refuse rmdir (EBUSY) for a moment: a few passes.
+    for _ in range(20):
+        for d in dirs:
+            for sub in _cgroup_dirs_deepest_first(d):  # ends with d itself
                 with contextlib.suppress(OSError):
                     sub.rmdir()
-            with contextlib.suppress(OSError):
-                d.rmdir()
+        if not any(d.is_dir() for d in dirs):
+            break
+        time.sleep(0.1)
 
 
 def stop_work_dir(work: Path, procs: dict[str, Proc] | None = None, remove: bool = True,
