@@ -1,9 +1,10 @@
 """Tools built from Go modules, cached outside the repository and keyed by version: actionlint (the workflow
-lint test) and NVIDIA's nvidia-container-runtime (the reference the fake runtime is tested against,
-tests/test_real_nvidia_runtime.py).
+lint test), NVIDIA's nvidia-container-runtime (the reference the fake runtime is tested against,
+tests/test_real_nvidia_runtime.py) and nvidia-ctk (its CDI generator, run on the fake NVML: tests/test_fake_nvml.py).
 
     python -m gpu_conformance.gotools actionlint                  # build if needed, print the binary's path
     python -m gpu_conformance.gotools nvidia-container-runtime
+    python -m gpu_conformance.gotools nvidia-ctk
 
 `go install MODULE/cmd/NAME@VERSION` needs no go.mod of ours and fetches only through the Go module proxy;
 the binary lands in ~/.cache/gpu-operator-conformance/tools/NAME-VERSION/, so a version bump builds into a
@@ -61,7 +62,13 @@ NVIDIA_CONTAINER_RUNTIME = GoTool(
     "nvidia-container-runtime", f"{_NCT}/cmd/nvidia-container-runtime", f"v{_NCT_VERSION}", ("--version",),
     f"NVIDIA Container Runtime version {_NCT_VERSION}",
     ldflags=f"-s -w -X {_NCT}/internal/info.version={_NCT_VERSION}", cgo=True)
-TOOLS = {t.name: t for t in (ACTIONLINT, NVIDIA_CONTAINER_RUNTIME)}
+# NVIDIA's CDI generator (`nvidia-ctk cdi generate`), run against the fake NVML (fakenvml.py): the same module,
+# version, cgo need and version stamp as the runtime. urfave/cli prints "<Name> version <Version>".
+NVIDIA_CTK = GoTool(
+    "nvidia-ctk", f"{_NCT}/cmd/nvidia-ctk", f"v{_NCT_VERSION}", ("--version",),
+    f"NVIDIA Container Toolkit CLI version {_NCT_VERSION}",
+    ldflags=f"-s -w -X {_NCT}/internal/info.version={_NCT_VERSION}", cgo=True)
+TOOLS = {t.name: t for t in (ACTIONLINT, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK)}
 
 
 def tools_dir() -> Path:

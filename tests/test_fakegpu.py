@@ -73,6 +73,8 @@ def test_plugin_derives_the_simulated_nodes_uuids_and_installs_our_nvidia_smi(bi
     # Go's GPUUUID and Python's gpu_uuid are one derivation: a GPU has one UUID in every tier.
     table = "".join(f"{i} {gpu_uuid('real-gpu-node-0', i)} {name}\n" for i in range(2))
     assert (drv / fakegpu.TABLE_FILE).read_text() == table
+    # The table the fake NVML's tests write is the plugin's, line for line.
+    assert fakegpu.gpu_table("real-gpu-node-0", 2) == table
     assert (drv / fakegpu.SMI_FILE).read_bytes() == SMI.read_bytes()
     assert os.access(drv / fakegpu.SMI_FILE, os.X_OK)
 

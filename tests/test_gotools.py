@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpu_conformance import gotools
-from gpu_conformance.gotools import ACTIONLINT, NVIDIA_CONTAINER_RUNTIME
+from gpu_conformance.gotools import ACTIONLINT, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK
 
 
 def _script(path: Path, body: str) -> Path:
@@ -24,6 +24,17 @@ def test_nvidia_runtime_is_built_with_cgo_and_stamped_with_its_version(tmp_path:
     assert gotools._go_env(tmp_path, NVIDIA_CONTAINER_RUNTIME)["CGO_ENABLED"] == "1"
     assert gotools._install_command("go", ACTIONLINT) == ["go", "install", f"{ACTIONLINT.package}@v1.7.12"]
     assert gotools._go_env(tmp_path, ACTIONLINT)["CGO_ENABLED"] == "0"
+
+
+def test_nvidia_ctk_is_the_runtimes_module_and_version_built_the_same_way(tmp_path: Path) -> None:
+    cmd = gotools._install_command("go", NVIDIA_CTK)
+    assert cmd[-1] == "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk@v1.20.2"
+    assert cmd[2] == gotools._install_command("go", NVIDIA_CONTAINER_RUNTIME)[2]
+    assert gotools._go_env(tmp_path, NVIDIA_CTK)["CGO_ENABLED"] == "1"
+    # What urfave/cli prints for `nvidia-ctk --version` (the command's Name, then its Version).
+    stamped = _script(tmp_path / "nvidia-ctk", 'echo "NVIDIA Container Toolkit CLI version 1.20.2"')
+    assert gotools._answers_version(stamped, NVIDIA_CTK)
+    assert gotools.TOOLS["nvidia-ctk"] is NVIDIA_CTK
 
 
 def test_the_version_text_not_the_exit_code_identifies_a_binary(tmp_path: Path) -> None:

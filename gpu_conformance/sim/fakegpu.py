@@ -80,6 +80,13 @@ def uuids(node: str, count: int) -> list[str]:
     return [gpu_uuid(node, i) for i in range(count)]
 
 
+def gpu_table(node: str, count: int, product: str | None = None) -> str:
+    """The GPU table the plugin writes into the driver root (fakegpu.go Table): "<minor> <uuid> <name>" per GPU;
+    the fake nvidia-smi and the fake NVML (fixtures/fake-gpu/nvml) read it."""
+    name = gpu_name(product or default_product())
+    return "".join(f"{i} {uuid} {name}\n" for i, uuid in enumerate(uuids(node, count)))
+
+
 def cdi_device_name(index: int) -> str:
     return f"{CDI_KIND}={index}"
 
