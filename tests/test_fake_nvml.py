@@ -196,6 +196,7 @@ def test_nvidia_ctk_generates_a_spec_of_the_fake_gpus_and_makes_only_calls_the_f
     # Every call answered: a stub's call is logged UNIMPLEMENTED; an entry point the library does not export
     # ends nvidia-ctk with the loader's "symbol lookup error" (the return code above).
     assert run.unimplemented == [], f"nvidia-ctk called NVML entry points the fake does not answer: {run.unimplemented}"
+    assert run.unexported == []
     assert set(run.calls) <= _exported(library)
     uuids = fakegpu.uuids(NODE, 3)
     # Its default naming (index and uuid) and "all": the names fakegpu.go's spec imitates.
@@ -230,3 +231,29 @@ def test_nvidia_ctk_fails_on_a_node_whose_driver_does_not_answer(nvidia_ctk: Pat
     run = fakenvml.generate_cdi_spec(nvidia_ctk, root)
     assert run.returncode != 0 and run.spec == {}
     assert "nvmlInit_v2" in run.calls
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["stub", "unexported"])
+def test_a_call_the_fake_does_not_answer_is_named(nvidia_ctk: Path, tmp_path: Path, fault: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # The library with nvmlDeviceGetMinorNumber (which nvidia-ctk needs for /dev/nvidiaN) as a stub, or not
+    # exported at all, built from an edited copy of the sources into a private cache.
+    src = tmp_path / "src"
+    shutil.copytree(fakenvml.SOURCE_DIR, src)
+    c = (src / "fakenvml.c").read_text()
+    real = "EXPORT int nvmlDeviceGetMinorNumber("
+    assert real in c
+    c = c.replace(real, "static int unused_minor_number(")
+    if fault == "stub":
+        (src / "unimplemented.h").write_text((src / "unimplemented.h").read_text()
+                                             + "UNIMPLEMENTED(nvmlDeviceGetMinorNumber)\n")
+    (src / "fakenvml.c").write_text(c.replace("#define EXPORT", "#pragma GCC diagnostic ignored "
+                                              "\"-Wunused-function\"\n#define EXPORT"))
+    monkeypatch.setattr(fakenvml, "SOURCE_DIR", src)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    run = fakenvml.generate_cdi_spec(nvidia_ctk, _root(tmp_path, fakenvml.ensure_library(), 2))
+    if fault == "stub":
+        assert run.unimplemented == ["nvmlDeviceGetMinorNumber"] and run.unexported == []
+    else:
+        assert run.returncode == 127 and run.unexported == ["nvmlDeviceGetMinorNumber"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -173,6 +174,7 @@ class CdiRun:
     spec: dict
     calls: list[str]           # NVML entry points in call order, one per call
     unimplemented: list[str]   # those the fake exports without answering, each once
+    unexported: list[str]      # those it does not export: the loader ended nvidia-ctk at the first one
     returncode: int
     stderr: str
 
@@ -211,7 +213,13 @@ def generate_cdi_spec(nvidia_ctk: Path, root: DriverRoot, timeout: float = 120) 
         raise FakeNvmlError(f"`nvidia-ctk cdi generate` did not finish within {timeout:.0f} s") from exc
     calls, missing = read_calls(log)
     spec = json.loads(out.read_text()) if proc.returncode == 0 and out.is_file() else {}
-    return CdiRun(spec, calls, missing, proc.returncode, proc.stderr)
+    return CdiRun(spec, calls, missing, undefined_symbols(proc.stderr), proc.returncode, proc.stderr)
+
+
+def undefined_symbols(stderr: str) -> list[str]:
+    """The NVML functions the dynamic loader could not resolve (glibc: "symbol lookup error: ...: undefined
+    symbol: NAME"); go-nvml binds them lazily, so the process runs until its first call of one."""
+    return list(dict.fromkeys(re.findall(r"undefined symbol: (nvml\w+)", stderr)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
