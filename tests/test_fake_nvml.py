@@ -16,7 +16,7 @@ import pytest
 
 from gpu_conformance import gotools
 from gpu_conformance.sim import fakegpu, fakenvml
-from gpu_conformance.sim.profiles import A100, H100, T4, cuda_version_for_driver, get_profile
+from gpu_conformance.sim.profiles import A100, H100, T4, GpuHardware, cuda_version_for_driver, get_profile
 
 NODE = "gpu-node-7"
 RECORDED_CALLS = Path(__file__).parent / "data" / "nvml-calls" / "nvidia-ctk-cdi-generate.txt"
@@ -101,12 +101,12 @@ def test_the_library_answers_from_the_gpu_table_as_the_simulated_cluster_does(nv
 
 
 @pytest.mark.parametrize("hw", [H100, A100, T4], ids=lambda hw: hw.product)
-def test_memory_is_the_simulated_products(nvml: ctypes.CDLL, tmp_path: Path, hw: object) -> None:
-    (tmp_path / "gpus").write_text(fakegpu.gpu_table(NODE, 1, hw.product))  # type: ignore[attr-defined]
+def test_memory_is_the_simulated_products(nvml: ctypes.CDLL, tmp_path: Path, hw: GpuHardware) -> None:
+    (tmp_path / "gpus").write_text(fakegpu.gpu_table(NODE, 1, hw.product))
     assert nvml.nvmlInit_v2() == 0
     mem = Memory()
     assert nvml.nvmlDeviceGetMemoryInfo(_device(nvml, 0), ctypes.byref(mem)) == 0
-    assert mem.total == hw.memory_mib << 20  # type: ignore[attr-defined]
+    assert mem.total == hw.memory_mib << 20
 
 
 @pytest.mark.parametrize("driver", ["550.163.01", "570.195.03", "575.57.08", "580.95.05", "595.91.07"])
