@@ -15,7 +15,7 @@ import pytest
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.model import Status
-from gpu_conformance.probe_observations import PodObservation, ProbeObservations
+from gpu_conformance.probe.observations import PodObservation, ProbeObservations
 from gpu_conformance.settings import Settings
 from gpu_conformance.sim.realnode import binaries as rnbin
 from gpu_conformance.sim.realnode import node, oci
@@ -117,7 +117,8 @@ def test_missing_debian_tools_name_the_apt_command(monkeypatch: pytest.MonkeyPat
     assert msg.startswith("the real-node tier needs runc, ip") and "apt-get install runc" in msg
 
 
-def test_cgroup_walk_survives_a_directory_removed_while_walking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cgroup_walk_survives_a_directory_removed_while_walking(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The kubelet removes pod cgroups while stop walks them; a CI run failed on rglob's FileNotFoundError."""
     for sub in ("kubepods/besteffort/pod-a/c1", "kubepods/besteffort/pod-b", "kubepods/burstable"):
         (tmp_path / sub).mkdir(parents=True)
