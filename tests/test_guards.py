@@ -44,6 +44,15 @@ def test_checks_only_read_the_snapshot() -> None:
     assert not {k: v for k, v in bad.items() if v}
 
 
+def test_the_probes_plan_and_words_do_no_io() -> None:
+    # What the checks share with the probe run (plan, pod states, observations, output, the DRA path's words and
+    # devices) stays pure, so the judging never reaches the API through it.
+    pure = ("plan", "states", "observations", "output", "claims", "devices")
+    forbidden = (*PROBE_IO, "gpu_conformance.cluster.reader", "gpu_conformance.cluster.connect")
+    bad = {m: offending(PKG / "probe" / f"{m}.py", forbidden) for m in pure}
+    assert not {k: v for k, v in bad.items() if v}
+
+
 def test_product_code_reaches_the_simulation_only_through_the_target_table() -> None:
     product = [p for p in PKG.rglob("*.py") if "sim" not in p.relative_to(PKG).parts[:1]
                and p.relative_to(PKG).as_posix() not in MAY_IMPORT_SIM]
