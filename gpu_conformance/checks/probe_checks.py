@@ -46,7 +46,6 @@ def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
     return effective_cdi(snap)[0]
 
 
-
 # ---- the checks -------------------------------------------------------------------------------
 def _from_observations(check_id: str) -> Callable[[ObservedCheck], CheckFunc]:
     """Adapt a judge of (snapshot, settings, observations) to a check: nothing before the probe ran, n/a if skipped."""

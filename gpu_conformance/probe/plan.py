@@ -47,7 +47,6 @@ def gpu_resource_for(node: dict, in_use: dict[str, int] | None = None, want: int
     return GPU_RESOURCE if GPU_RESOURCE in names or not names else sorted(names)[0]
 
 
-
 def gpus_in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
     """Per node, GPU resources requested by pods that hold them (bound, not finished), by the scheduler's rule."""
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -58,7 +57,6 @@ def gpus_in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
         for k, v in pod_gpu_requests(p).items():
             used[node][k] += v
     return {n: dict(v) for n, v in used.items()}
-
 
 
 def plan_probe(snap: ClusterSnapshot, settings: Settings, eligible: list[str],
@@ -102,7 +100,6 @@ def plan_probe(snap: ClusterSnapshot, settings: Settings, eligible: list[str],
             plan.not_probed[n] = Skip(NotProbed.NOT_SAMPLED, f"not sampled (--probe-nodes={settings.probe_nodes})")
     plan.scope = _scope(plan, settings)
     return plan
-
 
 
 def scheduler_busy(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> None:
@@ -220,7 +217,6 @@ def _scope(plan: ProbePlan, settings: Settings) -> str:
     if counts[NotProbed.BUSY]:
         parts.append(f"{counts[NotProbed.BUSY]} with all GPUs in use")
     return head + ("; " + ", ".join(parts) if parts else "")
-
 
 
 # ---- which path -------------------------------------------------------------------------------
