@@ -161,7 +161,9 @@ class Bench:
         """(seconds, API requests) of the floor under the probe: one bare pod per node, the probe's pinning and
         tolerations, no GPU, `true`; created, waited for, logs read, namespace deleted, as the probe does."""
         from gpu_conformance.cluster.connect import connect
-        from gpu_conformance.probe import CONCURRENCY, ProbeApi, pod_manifest
+        from gpu_conformance.probe.api import ProbeApi
+        from gpu_conformance.probe.manifests import pod_manifest
+        from gpu_conformance.probe.run import CONCURRENCY
         from gpu_conformance.settings import Settings
 
         conn = connect(self.kubeconfig, self.context)

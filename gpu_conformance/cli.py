@@ -97,7 +97,8 @@ def _probe_cleanup(a: argparse.Namespace) -> int:
     deleting them would make that run INCOMPLETE ("deleted by someone else").
     """
     from gpu_conformance.cluster.connect import connect
-    from gpu_conformance.probe import ProbeApi, delete_leftovers, find_leftovers
+    from gpu_conformance.probe.api import ProbeApi
+    from gpu_conformance.probe.leftovers import delete_leftovers, find_leftovers
 
     conn = connect(a.kubeconfig, a.context)
     try:

@@ -17,8 +17,10 @@ from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
 from gpu_conformance.model import LAYER_ORDER, Finding, Layer
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, POLICY_SWITCHES
-from gpu_conformance.probe import Probe, ProbeApi, list_leftovers, required_permissions, resolve_namespace
-from gpu_conformance.probe_observations import Leftover, ProbeObservations, leftovers_dict
+from gpu_conformance.probe.api import ProbeApi
+from gpu_conformance.probe.leftovers import list_leftovers
+from gpu_conformance.probe.observations import Leftover, ProbeObservations, leftovers_dict
+from gpu_conformance.probe.run import Probe, required_permissions, resolve_namespace
 from gpu_conformance.resource_model import resource_model
 from gpu_conformance.run_result import RunResult
 from gpu_conformance.settings import Settings

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 if TYPE_CHECKING:
     from gpu_conformance.cluster.snapshot import ClusterSnapshot
-    from gpu_conformance.probe import Probe
+    from gpu_conformance.probe.run import Probe
 
 _binaries: dict[str, str | None] = {}
 
@@ -135,13 +135,14 @@ def fake_api_probe(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Probe]:
     """make(request, snap, run_id, probe_timeout=10.0): a Probe over `snap` whose real I/O goes to `request`, an
     in-memory stand-in for raw_request (no cluster, no network), polling every 0.05 s; `snap.probe` is its
     observations, as a run sets it."""
-    import gpu_conformance.probe as probe_mod
+    import gpu_conformance.probe.run as probe_mod
+    from gpu_conformance.probe import api as probe_api
     from gpu_conformance.settings import Settings
 
     monkeypatch.setattr(probe_mod, "POLL_INTERVAL", 0.05)
 
     def make(request: Callable[..., bytes], snap: ClusterSnapshot, run_id: str, probe_timeout: float = 10.0) -> Probe:
-        monkeypatch.setattr(probe_mod, "raw_request", request)
+        monkeypatch.setattr(probe_api, "raw_request", request)
         conn: Any = SimpleNamespace(api=None, server="https://fake", user="u")
         probe = probe_mod.Probe(conn, Settings(run_id=run_id, probe_timeout=probe_timeout), snap)
         snap.probe = probe.obs

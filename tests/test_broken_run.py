@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import gpu_conformance.probe as probe_mod
+import gpu_conformance.probe.run as probe_mod
 
 # Imported here, at collection: pytester's in-process runs drop modules first imported inside them, and a
 # conftest patching a dropped module's twin would patch nothing.
@@ -39,7 +39,8 @@ from types import SimpleNamespace
 import factory
 from gpu_conformance import catalogue
 from gpu_conformance.session import ConformanceRun
-import gpu_conformance.probe as probe_mod
+import gpu_conformance.probe.run as probe_mod
+from gpu_conformance.probe import api as probe_api
 
 def start(self):
     self.snapshot = factory.healthy_snapshot()
@@ -116,7 +117,7 @@ def test_410_on_the_probe_pod_list_is_incomplete_exit_3_not_a_traceback(inproces
     # Issue 26 HIGH: a refused pod LIST (then an expired continue token) ended in INTERNALERROR and CONFORMANT.
     result, reports = inprocess(HEALTHY_PROBE + """
 def gone(self, nodes):
-    raise probe_mod.ProbeApiError(410, "The provided continue parameter is too old")
+    raise probe_api.ProbeApiError(410, "The provided continue parameter is too old")
 probe_mod.Probe._gpus_in_use = gone
 """)
     out = result.stdout.str() + result.stderr.str()

@@ -315,7 +315,7 @@ def test_finished_pods_hold_no_gpus():
 
 
 def test_gpu_requests_follow_the_schedulers_rule():
-    from gpu_conformance.checks.gpu_usage import pod_gpu_requests
+    from gpu_conformance.cluster.gpu_usage import pod_gpu_requests
 
     # A regular init container runs alone: the pod needs the larger of it and its app containers.
     assert pod_gpu_requests(_workload("p", "x", N1, {"nvidia.com/gpu": 1}, init={"nvidia.com/gpu": 2})) == \

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpu_conformance.probe_output import parse_probe_output
+from gpu_conformance.probe.output import parse_probe_output
 from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
 from gpu_conformance.sim.realnode import oci

@@ -13,12 +13,12 @@ from check_runner import N1, on, only_node, run
 from factory import healthy_snapshot, node, set_node_resource
 
 from gpu_conformance.checks import device_plugin, probe_checks  # noqa: F401  (registers the checks)
-from gpu_conformance.checks.probe_checks import gpu_resource_for, gpus_in_use, plan_probe
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, advertised_gpu_resources
 from gpu_conformance.model import Layer, Status
-from gpu_conformance.probe import pod_manifest
-from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan
+from gpu_conformance.probe.manifests import pod_manifest
+from gpu_conformance.probe.observations import NotProbed, PodObservation, ProbeObservations, ProbePlan
+from gpu_conformance.probe.plan import gpu_resource_for, gpus_in_use, plan_probe
 from gpu_conformance.settings import Settings
 from gpu_conformance.verdict import decide
 

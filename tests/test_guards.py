@@ -14,9 +14,11 @@ RELEASED = Path(__file__).parent / "data" / "released-check-ids.txt"
 # commands, the README generator that lists its faults, and the benchmark (`python -m gpu_conformance.bench`
 # boots a 1,000-node simulated cluster to measure on).
 MAY_IMPORT_SIM = {"targets/sim.py", "targets/kind.py", "cli.py", "docs.py", "bench.py"}
-# Checks are pure functions of the snapshot: no API access, no probe, no run, no reports, no simulation.
+# Checks are pure functions of the snapshot: no API access, no probe run, no run, no reports, no simulation. They
+# read the probe's plan, states and observations (pure modules of gpu_conformance.probe), never its I/O modules.
+PROBE_IO = ("gpu_conformance.probe.run", "gpu_conformance.probe.api", "gpu_conformance.probe.leftovers")
 CHECKS_MUST_NOT_IMPORT = ("gpu_conformance.cluster.reader", "gpu_conformance.cluster.connect",
-                          "gpu_conformance.probe", "gpu_conformance.session", "gpu_conformance.plugin",
+                          *PROBE_IO, "gpu_conformance.session", "gpu_conformance.plugin",
                           "gpu_conformance.pytest_reporting",
                           "gpu_conformance.sim", "gpu_conformance.report", "gpu_conformance.targets")
 
@@ -39,6 +41,15 @@ def offending(path: Path, forbidden: tuple[str, ...]) -> list[str]:
 
 def test_checks_only_read_the_snapshot() -> None:
     bad = {p.name: offending(p, CHECKS_MUST_NOT_IMPORT) for p in (PKG / "checks").glob("*.py")}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def test_the_probes_plan_and_words_do_no_io() -> None:
+    # What the checks share with the probe run (plan, pod states, observations, output, the DRA path's words and
+    # devices) stays pure, so the judging never reaches the API through it.
+    pure = ("plan", "states", "observations", "output", "claims", "devices")
+    forbidden = (*PROBE_IO, "gpu_conformance.cluster.reader", "gpu_conformance.cluster.connect")
+    bad = {m: offending(PKG / "probe" / f"{m}.py", forbidden) for m in pure}
     assert not {k: v for k, v in bad.items() if v}
 
 

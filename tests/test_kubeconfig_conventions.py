@@ -28,7 +28,7 @@ from gpu_conformance.cluster.connect import Connection, connect
 from gpu_conformance.cluster.proxy import proxy_for
 from gpu_conformance.cluster.reader import ClusterReader, ListSpec
 from gpu_conformance.errors import ClusterAccessError
-from gpu_conformance.probe import ProbeApi
+from gpu_conformance.probe.api import ProbeApi
 
 # Reserved for tests (RFC 6761): never a real host. Only the proxy can reach it.
 API_NAME = "api.kubeconv.test"

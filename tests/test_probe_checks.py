@@ -10,13 +10,14 @@ import pytest
 from factory import healthy_snapshot, node, set_node_resource
 
 from gpu_conformance import catalogue
-from gpu_conformance.checks.probe_checks import gpus_in_use, plan_probe, settled
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.errors import UsageError
 from gpu_conformance.model import Finding, Layer, Status
-from gpu_conformance.probe import pod_manifest
-from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan
-from gpu_conformance.probe_output import PROBE_SCRIPT, parse_probe_output
+from gpu_conformance.probe.manifests import pod_manifest
+from gpu_conformance.probe.observations import NotProbed, PodObservation, ProbeObservations, ProbePlan
+from gpu_conformance.probe.output import PROBE_SCRIPT, parse_probe_output
+from gpu_conformance.probe.plan import gpus_in_use, plan_probe
+from gpu_conformance.probe.states import settled
 from gpu_conformance.settings import Settings
 
 CDI_OUTPUT = """== nvidia-smi -L
@@ -298,7 +299,8 @@ def test_gpus_in_use_costs_the_same_requests_whatever_the_cluster_size(probed: i
     # Issue 14: a one-node probe paged through every pod of the cluster (~20 s at 1,000 nodes).
     from types import SimpleNamespace
 
-    import gpu_conformance.probe as probe_mod
+    import gpu_conformance.probe.run as probe_mod
+    from gpu_conformance.probe import api as probe_api
 
     def pod(node: str, gpus: int, phase: str = "Running") -> dict:
         return {"spec": {"nodeName": node, "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
@@ -308,7 +310,7 @@ def test_gpus_in_use_costs_the_same_requests_whatever_the_cluster_size(probed: i
     for nodes in (50, 1000):
         pods = [pod(f"gpu-node-{i}", 1) for i in range(nodes) for _ in range(9)]
         pods += [pod("gpu-node-0", 4, "Succeeded")]  # finished pods hold nothing
-        monkeypatch.setattr(probe_mod, "raw_request", _pods_server(pods))
+        monkeypatch.setattr(probe_api, "raw_request", _pods_server(pods))
         conn: Any = SimpleNamespace(api=None, server="https://x", user="u")
         p = probe_mod.Probe(conn, Settings(run_id="r"), ClusterSnapshot())
         wanted = [f"gpu-node-{i}" for i in range(probed)]
@@ -323,7 +325,7 @@ def test_gpus_in_use_are_read_only_for_few_nodes(nodes: int, reads: int, monkeyp
     """Issue 25: no read of every pod in the cluster; many nodes learn of busy GPUs from the scheduler instead."""
     from types import SimpleNamespace
 
-    import gpu_conformance.probe as probe_mod
+    import gpu_conformance.probe.run as probe_mod
 
     snap = healthy_snapshot(gpu_nodes=nodes)
     asked: list[list[str]] = []
@@ -345,7 +347,7 @@ def _pending(node: str, resource: str, said: str) -> PodObservation:
 
 
 def test_the_schedulers_insufficient_on_an_advertised_resource_is_busy_not_broken() -> None:
-    from gpu_conformance.checks.probe_checks import scheduler_busy
+    from gpu_conformance.probe.plan import scheduler_busy
 
     snap = healthy_snapshot(gpu_nodes=3)
     busy, running, dead = snap.gpu_node_names

@@ -30,11 +30,13 @@ from factory import (
 from report_data import healthy_cluster
 from test_probe_world import NS, RUN, FakeCluster, judged, succeed
 
-import gpu_conformance.probe as probe_mod
+import gpu_conformance.probe.run as probe_mod
 from gpu_conformance import catalogue
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.model import Finding, Status
-from gpu_conformance.probe_claims import template_name
+from gpu_conformance.probe import api as probe_api
+from gpu_conformance.probe import manifests as probe_manifests
+from gpu_conformance.probe.claims import template_name
 from gpu_conformance.report.html import render_html
 from gpu_conformance.settings import Settings
 
@@ -154,13 +156,13 @@ class DraCluster(FakeCluster):
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[DraCluster, probe_mod.Probe]]:
     monkeypatch.setattr(probe_mod, "POLL_INTERVAL", 0.05)
-    monkeypatch.setattr("gpu_conformance.checks.probe_checks.UNSCHEDULABLE_GRACE", 0.2)
+    monkeypatch.setattr("gpu_conformance.probe.states.UNSCHEDULABLE_GRACE", 0.2)
 
     def make(snap: ClusterSnapshot, probe_timeout: float = 10.0, controller: bool = True,
              ) -> tuple[DraCluster, probe_mod.Probe]:
         cluster = DraCluster(snap, controller)
         cluster.on_poll = lambda c: [succeed(p) for p in c.pods.values() if p["spec"].get("nodeName")]
-        monkeypatch.setattr(probe_mod, "raw_request", cluster.request)
+        monkeypatch.setattr(probe_api, "raw_request", cluster.request)
         conn: Any = SimpleNamespace(api=None, server="https://fake", user="u")
         probe = probe_mod.Probe(conn, Settings(run_id=RUN, probe_timeout=probe_timeout), snap)
         snap.probe = probe.obs
@@ -189,7 +191,7 @@ def test_claim_path_creates_a_template_and_claim_pods_that_get_their_gpu(world) 
     assert request == {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount",
                                                   "count": 1}}
     # Its claims carry the run's label (the template's spec.metadata is copied onto each).
-    assert tmpl["spec"]["metadata"]["labels"][probe_mod.RUN_LABEL] == RUN
+    assert tmpl["spec"]["metadata"]["labels"][probe_manifests.RUN_LABEL] == RUN
     assert len(cluster.created) == 3
     for body in cluster.created:
         spec = body["spec"]
@@ -329,7 +331,7 @@ def test_devices_taken_after_the_read_are_busy_in_the_schedulers_words(world, he
             "since)")
     assert warn.node == nodes[0] and warn.message == (f"{head} (the scheduler: {CANNOT_ALLOCATE}), the probe needs "
                                                       "1: not probed")
-    assert obs.plan.not_probed[nodes[0]].evidence["probe_pod"] == probe_mod.pod_name(RUN, nodes[0])
+    assert obs.plan.not_probed[nodes[0]].evidence["probe_pod"] == probe_manifests.pod_name(RUN, nodes[0])
 
 
 def test_a_claim_never_created_is_named_not_a_silent_timeout(world) -> None:
@@ -355,7 +357,7 @@ def test_the_schedulers_and_controllers_other_words_are_explained(world, event: 
     message = (f'PodResourceClaim gpu: resource claim template "{TEMPLATE}": resourceclaimtemplate.resource.k8s.io '
                f'"{TEMPLATE}" not found') if reason != "FailedScheduling" else event
     cluster.events = [{"type": "Warning", "reason": reason, "message": message,
-                       "involvedObject": {"kind": "Pod", "name": probe_mod.pod_name(RUN, n)}}
+                       "involvedObject": {"kind": "Pod", "name": probe_manifests.pod_name(RUN, n)}}
                       for n in probe.snap.gpu_node_names]
     t0 = time.monotonic()
     run(probe)
@@ -428,7 +430,8 @@ def test_fewer_free_devices_than_the_probe_asks_for_is_busy(world) -> None:
 
 
 def test_the_probes_driver_and_class_names_are_the_checks_names() -> None:
-    from gpu_conformance import probe_claims, resource_model
+    from gpu_conformance import resource_model
+    from gpu_conformance.probe import claims as probe_claims
 
     assert (probe_claims.DRA_DRIVER, probe_claims.DEVICE_CLASS) == (resource_model.DRA_DRIVER_NAME,
                                                                     resource_model.GPU_DEVICE_CLASS)

@@ -24,11 +24,13 @@ from kubernetes.client.exceptions import ApiException
 from polling import wait_for
 from tcp_proxy import TcpProxy
 
-from gpu_conformance import probe as probe_module
 from gpu_conformance.cluster.connect import connect
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.errors import ClusterAccessError
-from gpu_conformance.probe import LOG_LIMIT_BYTES, RUN_LABEL
+from gpu_conformance.probe import api as probe_api
+from gpu_conformance.probe import run as probe_module
+from gpu_conformance.probe.manifests import RUN_LABEL
+from gpu_conformance.probe.run import LOG_LIMIT_BYTES
 from gpu_conformance.settings import Settings
 from gpu_conformance.sim.kube_client import Kube
 
@@ -254,7 +256,7 @@ def test_api_server_outage_mid_probe(sim: Any, admin: Kube, tmp_path: Path, monk
         assert bg.error is None and data["verdict"] == "CONFORMANT", (bg.error, data["verdict"])
 
         # Longer than the bound: ClusterAccessError (exit 3, one line); cleanup once the server is back.
-        monkeypatch.setattr(probe_module, "API_OUTAGE_BOUND", 3.0)
+        monkeypatch.setattr(probe_api, "API_OUTAGE_BOUND", 3.0)
         with kwok_paused(sim):
             bg = Background(kc, tmp_path / "b")
             ns = bound_pods(admin, bg)[0]["metadata"]["namespace"]

@@ -18,12 +18,15 @@ import pytest
 from factory import healthy_snapshot
 from kubernetes.client.exceptions import ApiException
 
-import gpu_conformance.probe as probe_mod
+import gpu_conformance.probe.run as probe_mod
 from gpu_conformance import catalogue
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.model import LAYER_ORDER, Finding, Status
-from gpu_conformance.probe_observations import ProbeObservations
+from gpu_conformance.probe import api as probe_api
+from gpu_conformance.probe import leftovers as probe_leftovers
+from gpu_conformance.probe import manifests as probe_manifests
+from gpu_conformance.probe.observations import ProbeObservations
 from gpu_conformance.settings import Settings
 from gpu_conformance.verdict import decide
 
@@ -316,7 +319,7 @@ def test_a_pod_the_cluster_took_away_is_said_in_its_own_words_and_incomplete(pod
     assert [(f.check_id, f.status, f.message) for f in findings if f.check_id.startswith("PRB-")] == [
         ("PRB-001", Status.WARN, said)]
     assert verdict == "INCOMPLETE"
-    from gpu_conformance.checks.probe_checks import settled
+    from gpu_conformance.probe.states import settled
 
     assert settled(p, 0.0)  # the wait loop stops at once for it: the same words for waiting and judging
 
@@ -324,7 +327,7 @@ def test_a_pod_the_cluster_took_away_is_said_in_its_own_words_and_incomplete(pod
 def test_a_finished_pod_is_not_taken_away_by_a_late_condition() -> None:
     from test_probe_checks import observed
 
-    from gpu_conformance.checks.probe_checks import taken_away
+    from gpu_conformance.probe.states import taken_away
 
     pod = _disrupted(condition="DeletionByPodGC", message="PodGC: node no longer exists", phase="Succeeded")
     assert taken_away(observed(pod=pod, logs=OK_LOG).probe.pods["gpu-node-1"]) == ""
@@ -344,7 +347,8 @@ def run_id_at(seconds_from_now: float) -> str:
 
 
 def probe_object(kind: str, name: str, run_id: str, age: float, expires_in: float | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": {probe_mod.RUN_LABEL: run_id}, "creationTimestamp": stamp(-age)}
+    meta: dict[str, Any] = {"name": name, "labels": {probe_manifests.RUN_LABEL: run_id},
+                            "creationTimestamp": stamp(-age)}
     if kind != "namespace":
         meta["namespace"] = NS
     if expires_in is not None:
@@ -382,13 +386,13 @@ class LabelledObjects:
 
 
 def test_the_manifests_carry_when_their_run_is_over() -> None:
-    from gpu_conformance.probe import pod_manifest
+    from gpu_conformance.probe.manifests import pod_manifest
 
     settings = Settings(run_id="r1", probe_timeout=300)
     before = dt.datetime.now(dt.UTC).replace(microsecond=0)
     stated = pod_manifest("r1", "gpu-node-1", "nvidia.com/gpu", settings)["metadata"]["annotations"][EXPIRES]
     lifetime = (dt.datetime.fromisoformat(stated.replace("Z", "+00:00")) - before).total_seconds()
-    assert 300 + probe_mod.API_OUTAGE_BOUND + probe_mod.CLEANUP_BOUND <= lifetime <= 300 + 15 * 60
+    assert 300 + probe_api.API_OUTAGE_BOUND + probe_api.CLEANUP_BOUND <= lifetime <= 300 + 15 * 60
 
 
 def test_the_own_namespace_carries_when_its_run_is_over(world, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -406,11 +410,11 @@ def test_the_own_namespace_carries_when_its_run_is_over(world, monkeypatch: pyte
             return b"{}"
         if method == "DELETE" and path.startswith("/api/v1/namespaces/gpu-conformance-probe-"):
             return b"{}"
-        return serve(api, method, path.replace(probe_mod.own_namespace(RUN), NS), query, body)
+        return serve(api, method, path.replace(probe_manifests.own_namespace(RUN), NS), query, body)
 
-    monkeypatch.setattr(probe_mod, "raw_request", request)
+    monkeypatch.setattr(probe_api, "raw_request", request)
     cluster.on_poll = lambda c: [succeed(p) for p in c.pods.values()]
-    probe.run(probe.snap.gpu_node_names, (probe_mod.own_namespace(RUN), "own"))
+    probe.run(probe.snap.gpu_node_names, (probe_manifests.own_namespace(RUN), "own"))
     assert EXPIRES in created[0]["metadata"]["annotations"]
 
 
@@ -420,9 +424,9 @@ def test_a_concurrent_run_is_in_progress_not_a_leftover(monkeypatch: pytest.Monk
     from gpu_conformance.plugin import probe_lines
 
     objects = LabelledObjects()
-    monkeypatch.setattr(probe_mod, "raw_request", objects.request)
+    monkeypatch.setattr(probe_api, "raw_request", objects.request)
     conn: Any = SimpleNamespace(api=None, server="https://fake", user="u")
-    found = {lo.name: lo for lo in probe_mod.find_leftovers(probe_mod.ProbeApi(conn), run_id="mine")}
+    found = {lo.name: lo for lo in probe_leftovers.find_leftovers(probe_api.ProbeApi(conn), run_id="mine")}
     assert {n for n, lo in found.items() if lo.in_progress} == {f"gpu-conformance-probe-{LIVE}", "gpu-probe-young-1"}
     template = f"gpu-conformance-probe-{DEAD}"
     assert {n for n, lo in found.items() if not lo.in_progress} == {"gpu-probe-dead-1", "gpu-probe-old-1", template}
@@ -446,7 +450,7 @@ def test_probe_cleanup_spares_a_run_in_progress_unless_forced(monkeypatch: pytes
     from gpu_conformance.cli import main
 
     objects = LabelledObjects()
-    monkeypatch.setattr(probe_mod, "raw_request", objects.request)
+    monkeypatch.setattr(probe_api, "raw_request", objects.request)
     monkeypatch.setattr(connect_mod, "connect", lambda kubeconfig, context: SimpleNamespace(
         api=None, server="https://fake", user="u", close=lambda: None))
     assert main(["probe", "cleanup", *(["--force"] if force else [])]) == 0

@@ -17,8 +17,8 @@ from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance.errors import ClusterAccessError
-from gpu_conformance.probe import RUN_LABEL, SHARED_NAMESPACE
-from gpu_conformance.probe_claims import RESOURCE_API, template_manifest
+from gpu_conformance.probe.claims import RESOURCE_API, template_manifest
+from gpu_conformance.probe.manifests import RUN_LABEL, SHARED_NAMESPACE
 from gpu_conformance.sim.kube_client import Kube
 
 pytestmark = pytest.mark.sim

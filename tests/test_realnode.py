@@ -20,7 +20,7 @@ import pytest
 
 from gpu_conformance.cluster.connect import connect, raw_request
 from gpu_conformance.model import Status
-from gpu_conformance.probe import own_namespace
+from gpu_conformance.probe.manifests import own_namespace
 from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import Settings
 from gpu_conformance.sim import fakegpu

@@ -15,7 +15,7 @@ import pytest
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.model import Status
-from gpu_conformance.probe_observations import PodObservation, ProbeObservations
+from gpu_conformance.probe.observations import PodObservation, ProbeObservations
 from gpu_conformance.settings import Settings
 from gpu_conformance.sim.realnode import binaries as rnbin
 from gpu_conformance.sim.realnode import node, oci

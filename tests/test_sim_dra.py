@@ -15,7 +15,7 @@ import pytest
 
 from gpu_conformance import dra_chart
 from gpu_conformance.cluster.connect import raw_request
-from gpu_conformance.probe_output import ProbeOutput, parse_probe_output
+from gpu_conformance.probe.output import ProbeOutput, parse_probe_output
 from gpu_conformance.sim import dra
 from gpu_conformance.sim.kube_client import Kube
 from gpu_conformance.sim.nvidia_smi import gpu_uuid

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpu_conformance import dra_chart
 from gpu_conformance import operands as op
 from gpu_conformance.cluster.selectors import match_labels
-from gpu_conformance.probe_output import parse_probe_output
+from gpu_conformance.probe.output import parse_probe_output
 from gpu_conformance.sim import dra
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim.nvidia_smi import claim_probe_output, gpu_uuid

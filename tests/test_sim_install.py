@@ -18,7 +18,7 @@ import pytest
 
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import has_nfd_gpu_label
-from gpu_conformance.probe_output import parse_probe_output
+from gpu_conformance.probe.output import parse_probe_output
 from gpu_conformance.sim import install as inst
 from gpu_conformance.sim.nvidia_smi import gpu_uuid, mig_uuid, node_nvidia_smi_L, nvidia_smi_L, probe_output
 from gpu_conformance.sim.profiles import PROFILES, Profile, get_profile

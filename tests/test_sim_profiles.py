@@ -118,7 +118,7 @@ def test_api_requests_do_not_grow_with_nodes(tmp_path: Path) -> None:
 
 
 def test_probe_cleans_up_on_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpu_conformance.probe as probe_mod
+    import gpu_conformance.probe.run as probe_mod
     from gpu_conformance.cluster.connect import connect
     from gpu_conformance.cluster.reader import read_snapshot
     from gpu_conformance.settings import Settings

@@ -16,7 +16,6 @@ from gpu_conformance import operands as ops
 from gpu_conformance import versions
 from gpu_conformance.checks.common import operator_version
 from gpu_conformance.checks.driver_toolkit import stage_message, validator_chain
-from gpu_conformance.checks.gpu_usage import gpu_holders, held
 from gpu_conformance.checks.per_node import per_gpu_node
 from gpu_conformance.checks.pods import (
     PodProblem,
@@ -34,6 +33,7 @@ from gpu_conformance.checks.pods import (
     with_log,
 )
 from gpu_conformance.checks.registry import check
+from gpu_conformance.cluster.gpu_usage import gpu_holders, held
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text, stuck_init_container
 from gpu_conformance.cluster.snapshot import (
     GPU_RESOURCE,

@@ -18,6 +18,8 @@ from typing import Any
 from gpu_conformance import operands as ops
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance.cluster.podstate import (
+    IMAGE_REASONS,
+    RUNTIME_REASONS,
     failing_container,
     pod_ready,
     pod_status_text,
@@ -43,11 +45,6 @@ Obj = dict[str, Any]
 RESTART_WARN = 1      # the operator's own e2e accepts at most one restart of driver/toolkit/plugin/GFD
 LOG_LINES = 20
 
-# Container waiting reasons kubelet sets when the image cannot be had.
-IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
-# ... and when the runtime cannot create or start the container (a runtime/CDI/config problem, not the program).
-RUNTIME_REASONS = ("CreateContainerError", "RunContainerError", "CreateContainerConfigError", "StartError",
-                   "ContainerCannotRun")
 SANDBOX_EVENT = "FailedCreatePodSandBox"
 HINT_RUNTIME = ("The container runtime on this node cannot run the pod. 'no runtime for \"nvidia\" is configured' "
                 "(containerd) or 'RuntimeHandler \"nvidia\" not supported' (CRI-O) means the runtime config has no "

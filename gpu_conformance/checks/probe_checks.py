@@ -1,62 +1,42 @@
 """Layer 6, probe: judged from what the probe captured (`snapshot.probe`), like every layer judges the snapshot.
 
-`gpu_conformance.probe` only creates, waits, captures and deletes. Which nodes it probes (`plan_probe`) and
-when a pod has said all it will say (`settled`) are pure functions here too, so that waiting and judging
-use the same words for the same states.
+Only the judging lives here, as pure functions of the observations. The probe itself is the package
+`gpu_conformance.probe`: its plan (which nodes, which path), the run (create, wait, capture, delete), the
+observations and the parsed output. The words for a pod's states (`probe/states.py`) and for the scheduler's
+answers (`probe/claims.py`) are the run's, so waiting and judging name the same states alike.
 """
 
 from __future__ import annotations
 
 import functools
-import random
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 from gpu_conformance.checks.device_plugin import effective_cdi
-from gpu_conformance.checks.gpu_usage import pod_gpu_requests
 from gpu_conformance.checks.registry import check
-from gpu_conformance.cluster.selectors import matches, parse_probe_nodes
-from gpu_conformance.cluster.snapshot import (
-    GPU_RESOURCE,
-    ClusterSnapshot,
-    advertised_gpu_resources,
-    gpu_resources,
-    labels_of,
-)
-from gpu_conformance.dra_snapshot import device_holders, node_devices
+from gpu_conformance.cluster.gpu_usage import FINISHED
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, advertised_gpu_resources
 from gpu_conformance.model import CheckFunc, Finding, Layer, Status
-from gpu_conformance.probe_claims import DEVICE_CLASS, ProbePath, claim_name_of, claim_summary
-from gpu_conformance.probe_observations import NotProbed, PodObservation, ProbeObservations, ProbePlan, Skip
+from gpu_conformance.probe.claims import (
+    CANNOT_ALLOCATE,
+    CANNOT_FIT,
+    CLAIM_CREATION_FAILED,
+    CLAIM_ELSEWHERE,
+    CLAIM_IN_USE,
+    DEVICE_CLASS,
+    NO_DEVICE_CLASS,
+    ProbePath,
+    claim_name_of,
+    claim_summary,
+)
+from gpu_conformance.probe.devices import node_devices
+from gpu_conformance.probe.observations import NotProbed, PodObservation, ProbeObservations
+from gpu_conformance.probe.plan import gpu_resource_for
+from gpu_conformance.probe.states import pull_failure, start_failure, taken_away
 from gpu_conformance.settings import Settings
 
 L = Layer.PROBE
-PULL_FAILURES = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull")
-# The runtime could not create or start the container (e.g. "unresolvable CDI devices"): the kubelet
-# retries, but the answer will not change within a probe's lifetime.
-START_FAILURES = ("CreateContainerError", "CreateContainerConfigError", "RunContainerError", "StartError",
-                  "ContainerCannotRun")
-FINISHED = ("Succeeded", "Failed")
 ObservedCheck = Callable[[ClusterSnapshot, Settings, ProbeObservations], list[Finding]]
-# After the scheduler has said no this long, waiting more only delays the report.
-UNSCHEDULABLE_GRACE = 8.0
-
-
-# ---- facts the probe and its checks share ---------------------------------------------------
-def gpu_resource_for(node: dict, in_use: dict[str, int] | None = None, want: int = 1) -> str:
-    """The GPU resource a workload asks for on this node: one it advertises (> 0) with `want` free, else any it
-    advertises (all busy), else the name it carries at 0 (nothing advertised: said, not requested, by PRB-001).
-
-    Every use — the probe plan, the probe pod's request, busy accounting and PRB-001's words — goes through
-    this one function, so a stale `nvidia.com/gpu: 0` beside MIG or .shared resources is never asked for.
-    """
-    advertised = advertised_gpu_resources(node)
-    used = in_use or {}
-    free = [r for r, alloc in advertised.items() if alloc - used.get(r, 0) >= want]
-    if free or advertised:
-        return (free or list(advertised))[0]
-    names = set(gpu_resources(node, "capacity")) | set(gpu_resources(node, "allocatable"))
-    return GPU_RESOURCE if GPU_RESOURCE in names or not names else sorted(names)[0]
 
 
 def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
@@ -66,281 +46,6 @@ def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
     return effective_cdi(snap)[0]
 
 
-def gpus_in_use(pods: list[dict]) -> dict[str, dict[str, int]]:
-    """Per node, GPU resources requested by pods that hold them (bound, not finished), by the scheduler's rule."""
-    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for p in pods:
-        node = (p.get("spec") or {}).get("nodeName")
-        if not node or (p.get("status") or {}).get("phase") in FINISHED:
-            continue
-        for k, v in pod_gpu_requests(p).items():
-            used[node][k] += v
-    return {n: dict(v) for n, v in used.items()}
-
-
-def plan_probe(snap: ClusterSnapshot, settings: Settings, eligible: list[str],
-               in_use: dict[str, dict[str, int]]) -> ProbePlan:
-    """Which of the nodes that passed every earlier layer get a probe pod; the others get a reason."""
-    plan = ProbePlan(eligible=len(eligible))
-    want = settings.probe_gpus
-    candidates: list[str] = []
-    for n in eligible:
-        node = snap.node_by_name.get(n, {})
-        if (node.get("spec") or {}).get("unschedulable"):
-            plan.not_probed[n] = Skip(NotProbed.CORDONED, "cordoned (spec.unschedulable): not probed, no new "
-                                      "workload lands there", {"spec.unschedulable": True})
-            continue
-        used = in_use.get(n, {})
-        res = gpu_resource_for(node, used, want)
-        advertised = advertised_gpu_resources(node)
-        if advertised and advertised[res] - used.get(res, 0) < want:
-            # Every GPU resource the node advertises is taken. A node advertising none is not skipped: it
-            # passed the device-plugin layer only without the operator's plugin, and PRB-001 says what it lacks.
-            plan.not_probed[n] = Skip(
-                NotProbed.BUSY, f"{_busy_text(advertised, used)} (requested by running pods), the probe needs "
-                f"{want}: not probed",
-                {"object": f"node/{n}", "allocatable": advertised[res] if len(advertised) == 1 else advertised,
-                 "requested_by_pods": used.get(res, 0) if len(advertised) == 1 else
-                 {r: used.get(r, 0) for r in advertised}, "probe_needs": want})
-            continue
-        plan.resources[n] = res
-        candidates.append(n)
-    sample = parse_probe_nodes(settings.probe_nodes)
-    if sample == "all":
-        plan.targets = candidates
-    elif isinstance(sample, int):
-        # Seeded by the run id: reproducible for one run, and nightly runs cover different nodes over time.
-        picked = set(random.Random(settings.run_id).sample(candidates, min(sample, len(candidates))))
-        plan.targets = [n for n in candidates if n in picked]
-    else:
-        plan.targets = [n for n in candidates if matches(sample, labels_of(snap.node_by_name.get(n, {})))]
-    for n in candidates:
-        if n not in plan.targets:
-            plan.not_probed[n] = Skip(NotProbed.NOT_SAMPLED, f"not sampled (--probe-nodes={settings.probe_nodes})")
-    plan.scope = _scope(plan, settings)
-    return plan
-
-
-def scheduler_busy(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> None:
-    """Probe pods the scheduler left Pending with 'Insufficient <resource>' on a node that advertises that resource
-    above 0: every GPU there is taken, so the node is busy, not broken — moved from the targets to not probed.
-
-    How a probe of many nodes learns which GPUs are in use without reading every pod of the cluster (a 100,000-pod
-    cluster must not cost a gigabyte of JSON), and how a probe of few nodes hears of a workload that took the GPUs
-    after it looked.
-    """
-    for n, p in list(obs.pods.items()):
-        if p.refused or taken_away(p) or ((p.pod or {}).get("spec") or {}).get("nodeName"):
-            continue
-        said = next((line for line in p.event_lines() if line.startswith("FailedScheduling")), "")
-        if p.path != ProbePath.DEVICE_PLUGIN:
-            busy = _claims_busy(snap, settings, p, said)
-            if busy is None:
-                continue
-            obs.plan.not_probed[n] = busy
-        else:
-            advertised = advertised_gpu_resources(snap.node_by_name.get(n, {}))
-            if f"Insufficient {p.resource}" not in said or advertised.get(p.resource, 0) <= 0:
-                continue
-            obs.plan.not_probed[n] = Skip(
-                NotProbed.BUSY, f"{_busy_text(advertised, advertised)} (the scheduler: "
-                f"{said.removeprefix('FailedScheduling: ')}), the probe needs {settings.probe_gpus}: not probed",
-                {"object": f"node/{n}", "allocatable": advertised, "probe_pod": p.name, "scheduler": said,
-                 "probe_needs": settings.probe_gpus})
-        obs.plan.targets = [t for t in obs.plan.targets if t != n]
-        obs.plan.resources.pop(n, None)
-        del obs.pods[n]
-    obs.plan.scope = _scope(obs.plan, settings)
-
-
-# kube-scheduler v1.36's DynamicResources plugin (pkg/scheduler/framework/plugins/dynamicresources): the
-# allocator found no set of devices on the node for the pod's claims ...
-CANNOT_ALLOCATE = "cannot allocate all claims"
-# ... the DeviceClass a request names does not exist (PreFilter, so said for every node at once) ...
-NO_DEVICE_CLASS = "does not exist"
-# ... a claim already allocated on another node, or reserved by as many pods as it may be ...
-CLAIM_ELSEWHERE = "resourceclaim not available on the node"
-CLAIM_IN_USE = "resourceclaim in use"
-# ... an extended resource neither a device plugin advertises nor a DeviceClass backs (DRAExtendedResource).
-CANNOT_FIT = "cannot fit resource"
-# kube-controller-manager's resource-claim controller could not create a pod's claim from its template (an
-# event on the pod; until the claim exists kube-scheduler does not try the pod, so no FailedScheduling).
-CLAIM_CREATION_FAILED = "FailedResourceClaimCreation"
-
-
-def _devices_busy_text(snap: ClusterSnapshot, node: str, want: int) -> tuple[str, dict[str, Any]] | None:
-    """'all N gpu.nvidia.com device(s) of X are allocated to ns/claim, …' when fewer than `want` of the devices the
-    node publishes are free by the snapshot's ResourceClaims (as DPL-013 reads them); None when enough are free or
-    none is published."""
-    devices = node_devices(snap, node)
-    held = device_holders(snap, node)
-    free = [d for d in devices if d not in held]
-    if not devices or len(free) >= want:
-        return None
-    claims = sorted({held[d] for d in devices if d in held})
-    whose = f" to {', '.join(claims[:5])}{' …' if len(claims) > 5 else ''}"
-    text = (f"all {len(devices)} {DEVICE_CLASS} device(s) of {node} are allocated{whose}" if not free else
-            f"only {len(free)} of {len(devices)} {DEVICE_CLASS} device(s) of {node} free, the others allocated{whose}")
-    return text, {"object": f"node/{node}", "devices": devices, "claims": claims}
-
-
-def skip_claimed_nodes(snap: ClusterSnapshot, settings: Settings, plan: ProbePlan) -> None:
-    """DRA models: targets whose published GPU devices are all held by other claims in the snapshot are busy, not
-    probed — the counterpart of the device plugin's GPUs in use (plan_probe), read from the claims the snapshot
-    already holds, so no pod is created to hear the scheduler say so."""
-    want = settings.probe_gpus
-    for n in list(plan.targets):
-        busy = _devices_busy_text(snap, n, want)
-        if busy is None:
-            continue
-        text, evidence = busy
-        plan.not_probed[n] = Skip(NotProbed.BUSY, f"{text} (ResourceClaims), the probe needs {want}: not probed",
-                                  {**evidence, "probe_needs": want})
-        plan.targets.remove(n)
-        plan.resources.pop(n, None)
-    plan.scope = _scope(plan, settings)
-
-
-def _claims_busy(snap: ClusterSnapshot, settings: Settings, p: PodObservation, said: str) -> Skip | None:
-    """A claim the scheduler cannot allocate on a node that publishes GPU devices: busy, not broken — a workload
-    took them after the cluster was read (the probe asks for any device of the class, and the node passed
-    DPL-011/012, so its devices match it). Only a node that publishes none is PRB-001's failure."""
-    if CANNOT_ALLOCATE not in said:
-        return None
-    devices = node_devices(snap, p.node)
-    if not devices:
-        return None  # nothing published: the DRA driver's fault on the node, judged by PRB-001
-    want = settings.probe_gpus
-    known = _devices_busy_text(snap, p.node, want)
-    if known is None:
-        held = device_holders(snap, p.node)
-        claims = sorted({held[d] for d in devices if d in held})
-        free = len([d for d in devices if d not in held])
-        others = f"; {', '.join(claims[:5])} held the others" if claims else ""
-        known = (f"the {len(devices)} {DEVICE_CLASS} device(s) of {p.node} are allocated ({free} free when the "
-                 f"cluster was read, claimed since{others})",
-                 {"object": f"node/{p.node}", "devices": devices, "claims": claims})
-    text, evidence = known
-    return Skip(NotProbed.BUSY, f"{text} (the scheduler: {said.removeprefix('FailedScheduling: ')}), the probe "
-                f"needs {want}: not probed",
-                {**evidence, "probe_pod": p.name, "path": p.path, "scheduler": said, "probe_needs": want})
-
-
-def _busy_text(advertised: dict[str, int], used: dict[str, int]) -> str:
-    def one(r: str, alloc: int) -> str:
-        u = used.get(r, 0)
-        return f"all {alloc} {r} in use" if u >= alloc else f"only {alloc - u} of {alloc} {r} free"
-
-    return ", ".join(one(r, a) for r, a in advertised.items())
-
-
-def _scope(plan: ProbePlan, settings: Settings) -> str:
-    counts = defaultdict(int)
-    for s in plan.not_probed.values():
-        counts[s.kind] += 1
-    if plan.eligible == 0:
-        return "no GPU node passed the earlier layers: none probed"
-    head = (f"probed all {plan.eligible} GPU node(s) that passed the earlier layers"
-            if len(plan.targets) == plan.eligible else
-            f"probed {len(plan.targets)} of {plan.eligible} GPU node(s) that passed the earlier layers")
-    parts = []
-    if counts[NotProbed.NOT_SAMPLED]:
-        parts.append(f"{counts[NotProbed.NOT_SAMPLED]} not sampled (--probe-nodes={settings.probe_nodes})")
-    if counts[NotProbed.CORDONED]:
-        parts.append(f"{counts[NotProbed.CORDONED]} cordoned")
-    if counts[NotProbed.BUSY]:
-        parts.append(f"{counts[NotProbed.BUSY]} with all GPUs in use")
-    return head + ("; " + ", ".join(parts) if parts else "")
-
-
-# ---- pod states shared by waiting and judging ------------------------------------------------
-def _container_states(pod: dict) -> list[dict]:
-    return [cs.get("state") or {} for cs in (pod.get("status") or {}).get("containerStatuses") or []]
-
-
-def pull_failure(pod: dict) -> dict | None:
-    return next((s["waiting"] for s in _container_states(pod)
-                 if (s.get("waiting") or {}).get("reason") in PULL_FAILURES), None)
-
-
-def start_failure(pod: dict, events: list[dict] | None = None) -> dict | None:
-    """The runtime refused to create or start the container: {reason, message} (message from the event if bare)."""
-    for s in _container_states(pod):
-        st = s.get("waiting") or s.get("terminated") or {}
-        if st.get("reason") in START_FAILURES:
-            msg = st.get("message") or next((e.get("message", "") for e in reversed(events or [])
-                                             if e.get("type") == "Warning"), "")
-            return {"reason": st["reason"], "message": msg}
-    return None
-
-
-def unschedulable(pod: dict) -> bool:
-    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
-               for c in (pod.get("status") or {}).get("conditions") or [])
-
-
-# status.reason of a pod the kubelet or the node controller stopped for the node's sake, not the GPU's.
-_STOPPED_FOR_NODE = {
-    "Evicted": "the probe pod was evicted",                              # node-pressure eviction
-    "Preempting": "the probe pod was preempted by the kubelet",          # to admit a critical pod
-    "Terminated": "the probe pod was terminated",                        # graceful node shutdown
-    "NodeShutdown": "the probe pod was rejected: the node is shutting down",
-    "NodeLost": "node {node} was lost while its probe pod ran",          # the node controller, older clusters
-}
-# DisruptionTarget condition reasons (Kubernetes 1.26+): who is taking the pod away, set before it goes.
-_DISRUPTIONS = {
-    "DeletionByPodGC": "node {node} was deleted while its probe pod ran",  # only orphans get this condition
-    "EvictionByEvictionAPI": "the probe pod was evicted through the Eviction API (e.g. kubectl drain)",
-    "PreemptionByScheduler": "the probe pod was preempted by the scheduler",
-    "PreemptionByKubeScheduler": "the probe pod was preempted by the scheduler",  # its name in 1.26
-    "DeletionByTaintManager": "the probe pod was deleted for a NoExecute taint on its node",
-    "TerminationByKubelet": "the probe pod was terminated by the kubelet",
-}
-
-
-def _said(sentence: str, node: str, message: str) -> str:
-    return f"{sentence.format(node=node)}: {message}".rstrip(": ")
-
-
-def disruption(pod: dict, node: str) -> str:
-    """Why the cluster took a probe pod away (evicted, preempted, node gone), in its own words; '' if it did not.
-
-    Transient, not a GPU failure: the same pod on a calm node would have run.
-    """
-    status = pod.get("status") or {}
-    if status.get("phase") == "Succeeded":
-        return ""
-    reason = status.get("reason") or ""
-    if reason in _STOPPED_FOR_NODE:
-        return _said(_STOPPED_FOR_NODE[reason], node, status.get("message") or "")
-    for c in status.get("conditions") or []:
-        if c.get("type") == "DisruptionTarget" and c.get("status") == "True" and c.get("reason") in _DISRUPTIONS:
-            return _said(_DISRUPTIONS[c["reason"]], node, c.get("message") or "")
-    return ""
-
-
-def taken_away(obs: PodObservation) -> str:
-    """Why this probe pod cannot speak for its node's GPU (deleted node, eviction, someone deleted it); '' if none."""
-    if obs.node_deleted:
-        return f"node {obs.node} was deleted while its probe pod ran"
-    return disruption(obs.pod or {}, obs.node) or obs.gone
-
-
-def settled(obs: PodObservation, unschedulable_for: float) -> bool:
-    """True once waiting longer cannot change what this pod tells us."""
-    if obs.refused or taken_away(obs):
-        return True
-    pod = obs.pod or {}
-    if obs.phase in FINISHED or pull_failure(pod) or start_failure(pod):
-        return True
-    if not (pod.get("spec") or {}).get("nodeName") and any(e.get("reason") == CLAIM_CREATION_FAILED
-                                                          for e in obs.events):
-        # The claim controller could not create the pod's claim from the run's template: kube-scheduler never
-        # tries the pod (no condition, no FailedScheduling), and retries meet the same refusal.
-        return True
-    return unschedulable(pod) and unschedulable_for >= UNSCHEDULABLE_GRACE
-
-
 # ---- the checks -------------------------------------------------------------------------------
 def _from_observations(check_id: str) -> Callable[[ObservedCheck], CheckFunc]:
     """Adapt a judge of (snapshot, settings, observations) to a check: nothing before the probe ran, n/a if skipped."""
@@ -348,7 +53,7 @@ def _from_observations(check_id: str) -> Callable[[ObservedCheck], CheckFunc]:
     def wrap(judge: ObservedCheck) -> CheckFunc:
         @functools.wraps(judge)
         def run(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-            obs = snap.probe
+            obs: ProbeObservations | None = snap.probe
             if obs is None:
                 return []
             if obs.skipped:

@@ -12,6 +12,12 @@ from typing import Any
 Obj = dict[str, Any]
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
+# Container waiting reasons kubelet sets when the image cannot be had ...
+IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+# ... and when the runtime cannot create or start the container (a runtime/CDI/config problem, not the program):
+# the kubelet retries, but the answer will not change within a probe's or a validator's lifetime.
+RUNTIME_REASONS = ("CreateContainerError", "RunContainerError", "CreateContainerConfigError", "StartError",
+                   "ContainerCannotRun")
 
 
 def _status(pod: Obj) -> Obj:

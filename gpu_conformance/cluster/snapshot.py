@@ -16,8 +16,6 @@ from gpu_conformance.cluster.selectors import match_labels, matches, parse_selec
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from gpu_conformance.probe_observations import ProbeObservations
-
 Obj = dict[str, Any]
 T = TypeVar("T")
 
@@ -145,8 +143,10 @@ class ClusterSnapshot:
     # shifts those by the skew.
     read_at: str = ""
     gpu_node_selector: str | None = None
-    # What the probe saw (the layer's only input besides the above); None until the probe ran.
-    probe: ProbeObservations | None = None
+    # What the probe saw, a gpu_conformance.probe.observations.ProbeObservations (the layer's only input besides the
+    # above); None until the probe ran. Not imported here: the probe package reads snapshots, so it stands above
+    # this module; checks/probe_checks.py reads the field with its type.
+    probe: Any = None
 
     def derived(self, key: str, build: Callable[[ClusterSnapshot], T]) -> T:
         """`build(self)`, computed on the first call for `key` and kept: what is derived from the read (facts,

@@ -1,6 +1,6 @@
 """What the probe captured, as plain data: the plan (which nodes, why others not), pods, events and logs.
 
-`gpu_conformance.probe` fills these in (create / wait / capture / delete); `checks/probe_checks.py` judges
+`plan.py` and `run.py` fill these in (plan / create / wait / capture / delete); `checks/probe_checks.py` judges
 them like any other layer judges the snapshot. Nothing here talks to the cluster.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gpu_conformance.probe_claims import ProbePath, claim_summary
-from gpu_conformance.probe_output import ProbeOutput, parse_probe_output
+from gpu_conformance.probe.claims import ProbePath, claim_summary
+from gpu_conformance.probe.output import ProbeOutput, parse_probe_output
 
 Obj = dict[str, Any]
 
@@ -63,7 +63,7 @@ class PodObservation:
     gone: str = ""
     # The pod's node no longer exists (a GET of it answered 404): nothing will ever run the pod.
     node_deleted: bool = False
-    # How the pod asks for its GPU: "device-plugin", "claim" or "extended-resource" (probe_claims.ProbePath).
+    # How the pod asks for its GPU: "device-plugin", "claim" or "extended-resource" (claims.ProbePath).
     path: str = ProbePath.DEVICE_PLUGIN
     # Its ResourceClaim as last seen (claim and extended-resource paths), None until there is one.
     claim: Obj | None = None

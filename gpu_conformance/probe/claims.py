@@ -1,8 +1,9 @@
 """The probe in the DRA resource models: which path each probe pod takes to its GPU, and what that path needs.
 
-Pure data and manifests (no I/O, no snapshot: `probe_observations` holds these words): `gpu_conformance.probe`
-creates what is built here and `checks/probe_checks.py` judges with the same words; what the snapshot says of
-the DRA model (DeviceClasses, ResourceSlices, claims) is read in `dra_snapshot.py`.
+Pure data and manifests (no I/O, no snapshot: `observations.py` holds these words): `run.py` creates what is
+built here and `checks/probe_checks.py` judges with the same words, kube-scheduler's and the claim controller's
+answers included (the end of this module); which DeviceClass maps nvidia.com/gpu is read in `plan.py`, which
+devices a node publishes and which claims hold them in `devices.py`.
 
 Three paths, recorded per probe pod:
 - "device-plugin": the pod requests the extended resource the NVIDIA device plugin advertises (the only path
@@ -26,7 +27,7 @@ Obj = dict[str, Any]
 # The DRA driver's driver name and the operator's GPU DeviceClass (manifests/state-dra-driver/0400_deviceclass-gpu.yaml
 # at v26.7.0: selects device.driver == 'gpu.nvidia.com' with attribute type 'gpu'). The same names as
 # resource_model.DRA_DRIVER_NAME / GPU_DEVICE_CLASS, which this module cannot import (resource_model reads the
-# snapshot, whose probe field is probe_observations, which uses this module); tests/test_probe_dra.py holds them equal.
+# snapshot, whose probe field is probe.observations, which uses this module); tests/test_probe_dra.py holds them equal.
 DRA_DRIVER = "gpu.nvidia.com"
 DEVICE_CLASS = "gpu.nvidia.com"
 # The pod's name for its claim (spec.resourceClaims[].name, the container's resources.claims[].name).
@@ -114,3 +115,17 @@ def claim_summary(claim: Obj | None) -> dict[str, Any]:
             "reserved_for": [str(r.get("name", "")) for r in status.get("reservedFor") or []]}
 
 
+# ---- what kube-scheduler and the claim controller say of a claim ----------------------------------------------
+# kube-scheduler v1.36's DynamicResources plugin (pkg/scheduler/framework/plugins/dynamicresources): the
+# allocator found no set of devices on the node for the pod's claims ...
+CANNOT_ALLOCATE = "cannot allocate all claims"
+# ... the DeviceClass a request names does not exist (PreFilter, so said for every node at once) ...
+NO_DEVICE_CLASS = "does not exist"
+# ... a claim already allocated on another node, or reserved by as many pods as it may be ...
+CLAIM_ELSEWHERE = "resourceclaim not available on the node"
+CLAIM_IN_USE = "resourceclaim in use"
+# ... an extended resource neither a device plugin advertises nor a DeviceClass backs (DRAExtendedResource).
+CANNOT_FIT = "cannot fit resource"
+# kube-controller-manager's resource-claim controller could not create a pod's claim from its template (an
+# event on the pod; until the claim exists kube-scheduler does not try the pod, so no FailedScheduling).
+CLAIM_CREATION_FAILED = "FailedResourceClaimCreation"

@@ -1,36 +1,13 @@
-"""What the snapshot says of the DRA resource models, as the probe and its checks need it: which path each probe
-pod takes, which DeviceClass maps nvidia.com/gpu, which devices a node publishes and which claims hold them.
+"""What the snapshot says of the DRA driver's GPU devices, as the probe's plan and its checks need it: which
+devices a node publishes and which claims hold them.
 
 The model itself is `resource_model.resource_model()`, the one the checks and the report header use.
 """
 
 from __future__ import annotations
 
-from gpu_conformance.cluster.snapshot import GPU_RESOURCE, ClusterSnapshot, name_of
-from gpu_conformance.probe_claims import DRA_DRIVER, ProbePath
-
-
-def extended_resource_class(snap: ClusterSnapshot, resource: str = GPU_RESOURCE) -> str:
-    """The DeviceClass that maps `resource` (spec.extendedResourceName), '' when none does."""
-    for dc in snap.device_classes:
-        if ((dc.get("spec") or {}).get("extendedResourceName")) == resource:
-            return name_of(dc)
-    return ""
-
-
-def plan_paths(model: str, targets: list[str], extended_class: str) -> dict[str, ProbePath]:
-    """The path each target node's probe pod takes.
-
-    One probe pod per node, so a node with one GPU is never asked for two. In the DRA models every node is probed
-    through a claim; where a DeviceClass maps nvidia.com/gpu, the last node (of two or more) is probed through that
-    extended resource instead, so both ways a workload asks for a GPU are tried once in the run.
-    """
-    if model == "device-plugin":
-        return {n: ProbePath.DEVICE_PLUGIN for n in targets}
-    paths = {n: ProbePath.CLAIM for n in targets}
-    if extended_class and len(targets) >= 2:
-        paths[targets[-1]] = ProbePath.EXTENDED_RESOURCE
-    return paths
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.probe.claims import DRA_DRIVER
 
 
 def node_devices(snap: ClusterSnapshot, node: str) -> list[str]:

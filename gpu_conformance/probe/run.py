@@ -1,7 +1,8 @@
-"""The probe: the suite's only writes. A pod per target node that requests a GPU with no runtimeClassName.
+"""The probe's run: the suite's only writes. A pod per target node that requests a GPU with no runtimeClassName.
 
-This module only creates, waits, captures and deletes; `checks/probe_checks.py` decides which nodes to
-probe and judges what was captured. Two namespace modes:
+This module only creates, waits, captures and deletes; `plan.py` decides which nodes to probe and how,
+`states.py` when a pod has said all it will say, and `checks/probe_checks.py` judges what was captured.
+Two namespace modes:
 - shared: a namespace an admin created once (rbac.yaml's `gpu-conformance-probe`, or --probe-namespace)
   with a namespaced Role; runs are kept apart by the run-id label on their pods, which are deleted by it.
 - own: a namespace `gpu-conformance-probe-<run-id>` created and deleted by this run (needs cluster-wide
@@ -13,58 +14,41 @@ mid-probe neither fails the run nor leaks its pods.
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import json
 import logging
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import urllib3
-from kubernetes.client.exceptions import ApiException
-from tenacity import Retrying, retry_if_exception, wait_exponential
-
-from gpu_conformance.checks.probe_checks import (
-    gpu_resource_for,
-    gpus_in_use,
-    plan_probe,
-    scheduler_busy,
-    settled,
-    skip_claimed_nodes,
-    taken_away,
-    unschedulable,
-)
-from gpu_conformance.cluster.connect import Connection, raw_request
-from gpu_conformance.cluster.retry_after import asked_wait, stop_retry_after, wait_retry_after
-from gpu_conformance.cluster.snapshot import GPU_RESOURCE, ClusterSnapshot, labels_of, name_of
-from gpu_conformance.cluster.unreachable import unreachable
-from gpu_conformance.dra_snapshot import extended_resource_class, plan_paths
+from gpu_conformance.cluster.connect import Connection
+from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.errors import ClusterAccessError, ConformanceError, UsageError, internal_error
-from gpu_conformance.probe_claims import (
-    DEVICE_CLASS,
+from gpu_conformance.probe.api import CLEANUP_BOUND, ProbeApi, ProbeApiError
+from gpu_conformance.probe.claims import (
     RESOURCE_API,
     ProbePath,
     claim_for,
     template_manifest,
     template_name,
-    wire_claim,
 )
-from gpu_conformance.probe_observations import EXPIRES_ANNOTATION, Leftover, PodObservation, ProbeObservations
-from gpu_conformance.probe_output import PROBE_SCRIPT
+from gpu_conformance.probe.manifests import (
+    CONTAINER,
+    MANAGED_BY,
+    RUN_LABEL,
+    SHARED_NAMESPACE,
+    expires_at,
+    own_namespace,
+    pod_manifest,
+    pod_name,
+)
+from gpu_conformance.probe.observations import EXPIRES_ANNOTATION, PodObservation, ProbeObservations
+from gpu_conformance.probe.plan import gpus_in_use, plan_probe, pod_requests, scheduler_busy, skip_claimed_nodes
+from gpu_conformance.probe.states import settled, taken_away, unschedulable
 from gpu_conformance.resource_model import resource_model
 from gpu_conformance.settings import Settings
 from gpu_conformance.signals import interruption, signals_deferred
 
 log = logging.getLogger("gpu_conformance.probe")
 
-RUN_LABEL = "gpu-conformance.nvidia.com/run-id"
-NODE_LABEL = "gpu-conformance.nvidia.com/node"
-MANAGED_BY = ("app.kubernetes.io/managed-by", "gpu-operator-conformance")
-# Created once by the admin with rbac.yaml; used when it exists (or named by --probe-namespace).
-SHARED_NAMESPACE = "gpu-conformance-probe"
-CONTAINER = "gpu-probe"
 # Pods created and logs read at once: enough for 1,000 nodes in seconds, gentle on the API server.
 CONCURRENCY = 16
 # The probe prints about 1 KB; a chatty or hostile image must not fill memory and reports.
@@ -73,14 +57,6 @@ POLL_INTERVAL = 1.0
 # Up to this many nodes to probe, GPUs in use are read per node (2 rounds of CONCURRENCY requests); above it the
 # scheduler's verdict on the probe pods says which nodes are fully taken: no read grows with the cluster's pods.
 PER_NODE_LISTS_MAX = 2 * CONCURRENCY
-# How long a lost API server (connection refused, reset, 5xx, 429) is retried before the run gives up
-# (exit 3), and how long cleanup keeps trying to delete what the run created.
-API_OUTAGE_BOUND = 30.0
-CLEANUP_BOUND = 60.0
-REQUEST_TIMEOUT = (5, 30)
-# Beyond the wait and the bounds above: creating the pods (16 at a time) and reading their logs. With them, the
-# lifetime written on each probe object (expires-at) after which another run may treat it as left behind.
-EXPIRY_MARGIN = 120.0
 # A bound probe pod that has not finished after this long has its node looked up (deleted under it?), in rounds
 # whose gap doubles up to NODE_CHECK_GAP_MAX; a round GETs at most NODE_CHECKS_PER_ROUND nodes.
 NODE_CHECK_AFTER = 5.0
@@ -128,151 +104,6 @@ def _bound(p: PodObservation) -> bool:
     return bool(((p.pod or {}).get("spec") or {}).get("nodeName"))
 
 
-class ProbeApiError(Exception):
-    """An HTTP error answer, with its status and the API's own message (e.g. an admission policy's)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.message = message
-
-
-_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)')
-_POD_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
-# How the API server words an admission webhook it could not call (hanging, down, bad certificate): a 500, or
-# a 504 when the request's own deadline ran out first. Retrying waits out the webhook's timeout again each time.
-_WEBHOOK_CALL_FAILED = re.compile(r"failed (?:calling|to call) webhook")
-
-
-def _status_text(e: ApiException) -> str:
-    """The Status object's message (the body may be cut short), without 'pods "x" is forbidden: '; '' if none."""
-    m = _MESSAGE.search(str(e.body or ""))
-    if not m:
-        return ""
-    try:
-        text = json.loads(f'"{m.group(1)}"')
-    except ValueError:
-        text = m.group(1)
-    return _POD_PREFIX.sub("", text)
-
-
-def _status_message(e: ApiException) -> str:
-    """The Status message, else the start of the body, else the HTTP reason: never empty."""
-    return _status_text(e) or str(e.body or "")[:500] or str(e.reason)
-
-
-def _webhook_failure(e: ApiException) -> bool:
-    """A 5xx that is an admission webhook failing, not the API server: a refusal in the webhook's words."""
-    return e.status in (500, 504) and bool(_WEBHOOK_CALL_FAILED.search(_status_text(e)))
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiException):
-        return exc.status in (429, 500, 502, 503, 504) and not _webhook_failure(exc)
-    return isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
-
-
-class ProbeApi:
-    """Raw requests with transient errors retried for up to `bound` seconds."""
-
-    def __init__(self, conn: Connection, bound: float | None = None) -> None:
-        self.conn = conn
-        self.bound = API_OUTAGE_BOUND if bound is None else bound
-        self.requests = 0
-
-    def request(self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None,
-                bound: float | None = None, retry_http: bool = True) -> bytes:
-        limit = self.bound if bound is None else bound
-
-        def retryable(e: BaseException) -> bool:
-            return _transient(e) and (retry_http or not isinstance(e, ApiException))
-
-        # A 429's Retry-After is waited for (within the bound), not knocked on sooner.
-        retrying = Retrying(retry=retry_if_exception(retryable), stop=stop_retry_after(limit),
-                            wait=wait_retry_after(wait_exponential(multiplier=0.2, max=2), limit), reraise=True)
-        try:
-            for attempt in retrying:
-                with attempt:
-                    self.requests += 1
-                    return raw_request(self.conn.api, method, path, query, body, timeout=REQUEST_TIMEOUT)
-        except ApiException as e:
-            if _transient(e) and retry_http:
-                # The last answer's own words (an etcd timeout, a quota controller) say more than "HTTP 500".
-                said = _status_text(e)
-                raise ClusterAccessError(f"the API server at {self.conn.server} kept failing for {limit:g}s "
-                                         f"during the probe: HTTP {e.status} {e.reason}{asked_wait(e)}"
-                                         + (f": {said}" if said else "")) from None
-            raise ProbeApiError(e.status or 0, _status_message(e)) from None
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise ClusterAccessError(f"{unreachable(self.conn, e)} (retried for {limit:g}s during the probe)") from None
-        raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
-
-    def json(self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None,
-             **kw: Any) -> Any:
-        data = self.request(method, path, query, body, **kw)
-        return json.loads(data) if data else {}
-
-    def items(self, path: str, query: list[tuple[str, str]] | None = None, **kw: Any) -> list[dict]:
-        return self.json("GET", path, query, **kw).get("items") or []
-
-    def get_or_none(self, path: str) -> dict | None:
-        try:
-            return self.json("GET", path)
-        except ProbeApiError as e:
-            if e.status == 404:
-                return None
-            raise
-
-
-def own_namespace(run_id: str) -> str:
-    return f"gpu-conformance-probe-{run_id}"[:63].rstrip("-")
-
-
-def pod_name(run_id: str, node: str) -> str:
-    # The run id keeps runs apart in a shared namespace; the node hash keeps names short and valid.
-    return f"gpu-probe-{run_id}-{hashlib.sha1(node.encode()).hexdigest()[:8]}"[:63].rstrip("-")
-
-
-def expires_at(settings: Settings) -> str:
-    """When an object created now by this run is past its run's end (RFC 3339): the annotation concurrent runs read."""
-    lifetime = settings.probe_timeout + API_OUTAGE_BOUND + CLEANUP_BOUND + EXPIRY_MARGIN
-    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=lifetime)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def pod_manifest(run_id: str, node: str, resource: str, settings: Settings,
-                 path: str = ProbePath.DEVICE_PLUGIN, template: str = "") -> dict[str, Any]:
-    """The probe pod: `resource` requested (device-plugin and extended-resource paths), or the claim from
-    `template` (claim path)."""
-    suffix = hashlib.sha1(node.encode()).hexdigest()[:8]
-    gpus = str(settings.probe_gpus)
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": pod_name(run_id, node),
-            "labels": {RUN_LABEL: run_id, MANAGED_BY[0]: MANAGED_BY[1], NODE_LABEL: suffix},
-            "annotations": {"gpu-conformance.nvidia.com/target-node": node, EXPIRES_ANNOTATION: expires_at(settings)},
-        },
-        "spec": {
-            # No runtimeClassName on purpose: under CDI an ordinary workload must get its GPU without one.
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            # Pinned through the scheduler (not spec.nodeName) so NodeResourcesFit judges it as any workload.
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}},
-            "containers": [{
-                "name": CONTAINER,
-                "image": settings.probe_image,
-                "command": ["sh", "-c", PROBE_SCRIPT],
-                "resources": {"limits": {resource: gpus}, "requests": {resource: gpus}},
-            }],
-        },
-    }
-    return wire_claim(pod, template) if path == ProbePath.CLAIM else pod
-
-
 def resolve_namespace(api: ProbeApi, settings: Settings) -> tuple[str, str]:
     """(namespace, mode): the admin's namespace when named or present, else one of this run's own."""
     if settings.probe_namespace:
@@ -309,66 +140,6 @@ def required_permissions(namespace: str, mode: str, dra: bool = False) -> list[t
     return [("create", "", "namespaces", ""), ("delete", "", "namespaces", ""), *pods]
 
 
-def find_leftovers(api: ProbeApi, run_id: str = "") -> list[Leftover]:
-    """Probe namespaces and pods of other runs, found by the probe's run-id label: a dead run's leftovers (a
-    kill -9, a lost node) or a concurrent run's live objects (Leftover.in_progress, from their expires-at)."""
-    now = dt.datetime.now(dt.UTC)
-    sel = [("labelSelector", RUN_LABEL)]
-    out: list[Leftover] = []
-    namespaces = set()  # listed already, or being deleted (their pods go with them)
-    for ns in api.items("/api/v1/namespaces", sel):
-        rid = labels_of(ns).get(RUN_LABEL, "")
-        if rid == run_id:
-            continue
-        namespaces.add(name_of(ns))
-        if not ns["metadata"].get("deletionTimestamp"):
-            out.append(Leftover.of("namespace", ns, rid, now))
-    for p in api.items("/api/v1/pods", sel):
-        rid = labels_of(p).get(RUN_LABEL, "")
-        ns = p["metadata"].get("namespace", "")
-        if rid != run_id and ns not in namespaces and not p["metadata"].get("deletionTimestamp"):
-            out.append(Leftover.of("pod", p, rid, now))
-    for t in _shared_templates(api, sel):
-        rid = labels_of(t).get(RUN_LABEL, "")
-        if rid != run_id and not t["metadata"].get("deletionTimestamp"):
-            out.append(Leftover.of("resourceclaimtemplate", t, rid, now))
-    return sorted(out, key=lambda lo: -lo.age_seconds)
-
-
-def _shared_templates(api: ProbeApi, sel: list[tuple[str, str]]) -> list[dict]:
-    """ResourceClaimTemplates of the DRA models' probe in the shared namespace (a run's own namespace goes whole):
-    none where the cluster has no resource.k8s.io API, the namespace does not exist or listing them is not allowed."""
-    try:
-        return api.items(f"{RESOURCE_API}/namespaces/{SHARED_NAMESPACE}/resourceclaimtemplates", sel)
-    except ProbeApiError as e:
-        log.debug("cannot list probe ResourceClaimTemplates: %s", e)
-        return []
-
-
-def list_leftovers(conn: Connection, run_id: str) -> list[Leftover]:
-    """find_leftovers for a run: a warning's worth of information, so a refusal to list is not an error."""
-    try:
-        return find_leftovers(ProbeApi(conn), run_id)
-    except ProbeApiError as e:
-        log.debug("cannot list leftover probe objects: %s", e)
-        return []
-
-
-def delete_leftovers(api: ProbeApi, leftovers: list[Leftover]) -> list[str]:
-    """Delete what find_leftovers found; returns one line per object that could not be deleted."""
-    errors = []
-    for lo in leftovers:
-        path = {"namespace": f"/api/v1/namespaces/{lo.name}",
-                "resourceclaimtemplate": f"{RESOURCE_API}/namespaces/{lo.namespace}/resourceclaimtemplates/{lo.name}",
-                }.get(lo.kind, f"/api/v1/namespaces/{lo.namespace}/pods/{lo.name}")
-        try:
-            api.request("DELETE", path, body={"propagationPolicy": "Background", "gracePeriodSeconds": 0})
-        except ProbeApiError as e:
-            if e.status != 404:
-                errors.append(f"{lo.describe()}: {e.message}")
-    return errors
-
-
 class Probe:
     def __init__(self, conn: Connection, settings: Settings, snap: ClusterSnapshot) -> None:
         self.api = ProbeApi(conn)
@@ -397,13 +168,9 @@ class Probe:
                 skip_claimed_nodes(self.snap, self.settings, obs.plan)
             if not obs.plan.targets:
                 return obs
+            log.debug("probe plan (%s model): %s", obs.model, obs.plan.scope)
             obs.namespace, obs.mode = namespace or resolve_namespace(self.api, self.settings)
-            paths = plan_paths(obs.model, obs.plan.targets, extended_resource_class(self.snap))
-            for n in obs.plan.targets:
-                path = paths[n]
-                res = (DEVICE_CLASS if path == ProbePath.CLAIM else GPU_RESOURCE
-                       if path == ProbePath.EXTENDED_RESOURCE else
-                       obs.plan.resources.get(n) or gpu_resource_for(self.snap.node_by_name[n]))
+            for n, (path, res) in pod_requests(self.snap, obs.model, obs.plan).items():
                 obs.pods[n] = PodObservation(node=n, name=pod_name(self.settings.run_id, n), resource=res,
                                              path=str(path))
             if obs.mode == "own":
@@ -411,9 +178,14 @@ class Probe:
             if any(p.path == ProbePath.CLAIM for p in obs.pods.values()):
                 self._create_template()
             self._create_pods()
+            log.debug("probe pods created in %s (%s namespace): %d, %d refused", obs.namespace, obs.mode,
+                      len(obs.pods), sum(1 for p in obs.pods.values() if p.refused))
             self._wait()
+            log.debug("probe wait over, %.1fs into the probe%s", time.monotonic() - t0,
+                      f" ({obs.aborted})" if obs.aborted else "")
             scheduler_busy(self.snap, self.settings, obs)
             self._capture_logs()
+            log.debug("probe logs read: %d pod(s)", sum(1 for p in obs.pods.values() if p.logs or p.logs_error))
         except KeyboardInterrupt as e:
             obs.aborted = obs.aborted or interruption(e)
             raise
