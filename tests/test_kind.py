@@ -270,7 +270,7 @@ def test_probe_gets_a_fake_gpu_on_a_real_container(kind_cluster: KindCluster) ->
     assert any(gpu_uuid(node, i)[-12:] in text for i in range(kind_cluster.gpus)), text
 
 
-# The probe's own cases on the live cluster (they were the real-node tier's): each through the suite's Probe on one
+# The probe's own cases on the live cluster (the former real-node tier's): each through the suite's Probe on one
 # worker, each fault undone before the test ends so the next test meets a healthy cluster.
 
 def _probe_findings(run: ConformanceRun) -> dict[str, Any]:
@@ -358,7 +358,7 @@ def test_untolerated_taint_leaves_the_probe_unschedulable(kind_cluster: KindClus
 
 @pytest.mark.kind
 def test_kubelet_api_admits_no_anonymous_or_unauthorized_caller(kind_cluster: KindCluster) -> None:
-    """kind's kubelets are configured by kubeadm as the real-node tier's was (anonymous off, webhook authentication
+    """kind's kubelets as kubeadm configures them (anonymous off, webhook authentication
     and authorization): an anonymous caller gets 401, a valid identity without RBAC (a ServiceAccount token) 403,
     the API server's kubelet client certificate 200; the API server's own calls (proxy) pass. Asked from the
     control-plane node, on the kind network."""
@@ -903,8 +903,8 @@ def test_a_second_kind_tier_is_refused_while_one_runs(tmp_path: Path, monkeypatc
 
 
 def test_image_archives_are_cached_by_content(tmp_path: Path) -> None:
+    from gpu_conformance.sim import oci
     from gpu_conformance.sim.kind import nodeimage
-    from gpu_conformance.sim.realnode import oci
 
     src = tmp_path / "bin"
     src.write_bytes(b"one")
