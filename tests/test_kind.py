@@ -5,7 +5,7 @@ caches and a warm Go build cache, 3.9 min warm: cluster 50 s, suite image 61 s +
 checks that nothing is left. The fault tests break one thing on that cluster, run the whole suite and undo the
 fault (88 s for the CDI-spec, envvar-plugin, nvidia-handler and annotation-passthrough ones together). The probe's own
 cases (two GPUs, an image that cannot be pulled, every GPU in use, an untolerated taint, the probe namespace deleted
-mid-run, the kubelet API's authentication) run the suite's Probe on one worker, each undone at its end (31 s together).
+mid-run, the kubelet API's authentication) run the suite's Probe on one worker, each undone at its end (33 s together).
 Marked `kind`: skipped with the reason only where Docker or root is impossible.
 The first tests need neither (the config writer and the runc wrapper).
 """
