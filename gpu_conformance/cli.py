@@ -23,18 +23,11 @@ def _sim_up(a: argparse.Namespace) -> int:
     if (state / "pids.json").exists():
         raise ConformanceError(f"a simulated cluster already runs from {state}; stop it with "
                                f"`gpu-conformance sim down --state-dir {state}`")
-    if a.real_nodes:
-        # A machine that cannot run real nodes says so before anything is created.
-        from gpu_conformance.sim.realnode.node import RealNodeUnsupported, unsupported_reason
-
-        reason = unsupported_reason()
-        if reason:
-            raise RealNodeUnsupported(f"--real-nodes: {reason}")
     # Before building or booting anything: only a new, empty or sim-marked directory will do.
     claim_state_dir(state)
     o: SimOptions = options_from(SimOptions, lambda dest: getattr(a, dest))
     booted = start_sim(o.profile, o.gpu_nodes, o.cpu_nodes, list(o.faults), state_dir=state, detach=True,
-                       operator=o.operator, real_nodes=o.real_nodes)
+                       operator=o.operator)
     print(booted.kubeconfig)
     return 0
 
@@ -46,12 +39,8 @@ def _sim_down(a: argparse.Namespace) -> int:
     if not state.exists():
         print(f"no simulated cluster state in {state}", file=sys.stderr)
         return 0
-    from gpu_conformance.sim.realnode.cluster import stop_recorded_real_nodes
-
-    real = stop_recorded_real_nodes(state)
     stop_state_dir(state)
-    print(f"stopped the simulated cluster in {state}{f' and its {real} real node(s)' if real else ''}",
-          file=sys.stderr)
+    print(f"stopped the simulated cluster in {state}", file=sys.stderr)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Shared services for everything this project builds from Go modules: the cache, the toolchain, one build.
 
-The simulated cluster's binaries, the real operator, the real-node and kind tiers' binaries and the CI's Go tools
+The simulated cluster's binaries, the real operator, the kind tier's binaries and the CI's Go tools
 all build into ~/.cache/gpu-operator-conformance with the same toolchain rules; this module is the one place
 those rules live (none of those modules reaches into another's private helpers).
 """

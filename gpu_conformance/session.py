@@ -129,8 +129,8 @@ class ConformanceRun:
     def run_probe(self, nodes: list[str] | None = None) -> ProbeObservations:
         """Probe once per run, whatever happens: a second call returns the first one's observations.
 
-        `nodes` probes exactly those nodes whatever the earlier layers said: for tiers whose real node carries
-        no operands (it is excluded from the operator), where the probe itself is what is being proven.
+        `nodes` probes exactly those nodes whatever the earlier layers said: where the probe itself is what is
+        being proven (the kind tier's probe cases on one worker, bench.py).
 
         Raises what ended it early (ClusterAccessError, KeyboardInterrupt) after its findings are recorded.
         """

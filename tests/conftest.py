@@ -25,16 +25,16 @@ _binaries: dict[str, str | None] = {}
 # reports, the plugin, bad input — and one whole run of the suite on a simulated cluster (marked `fast`, as
 # are the pure tests that live in a slow tier's module).
 # `pytest --tiers=slow` runs the rest: the fault matrix and profiles on simulated clusters, the real operator,
-# real nodes, kind, scale. `--tiers=all` runs both in one session. A test is slow when it carries one of these
+# kind, scale. `--tiers=all` runs both in one session. A test is slow when it carries one of these
 # marks (it boots something) or is marked `slow` itself (measured: it takes long without booting a cluster).
-SLOW_MARKS = ("sim", "realop", "realnode", "kind", "slow")
+SLOW_MARKS = ("sim", "realop", "kind", "slow")
 TIERS = ("fast", "slow", "all")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--tiers", default="fast", choices=TIERS,
                      help="which of the suite's own tests run: fast (default, minutes), slow (the simulated, "
-                          "real-operator, real-node, kind and scale tiers), all")
+                          "real-operator, kind and scale tiers), all")
 
 
 def is_slow(item: pytest.Item) -> bool:
@@ -43,9 +43,9 @@ def is_slow(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) is not None for m in SLOW_MARKS)
 
 
-# Tiers that hold one machine-wide resource: the real-node tier's fixed pod CIDR and network namespaces, the kind
-# tier's Docker daemon. Under `pytest -n N --dist loadgroup` each runs on one worker, one test at a time.
-EXCLUSIVE_TIERS = ("realnode", "kind")
+# Tiers that hold one machine-wide resource: the kind tier's Docker daemon. Under `pytest -n N --dist loadgroup`
+# it runs on one worker, one test at a time.
+EXCLUSIVE_TIERS = ("kind",)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -70,11 +70,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Tests marked `sim` need the binaries: build them once (first time ~10 min), skip only without Go.
 
-    Tests marked `realnode` also need root, namespaces, overlayfs, runc and the CNI plugins (skipped with
-    the reason otherwise) and the real-node binaries (kubelet, containerd: built once, ~3 min cold).
+    Tests marked `kind` need Docker (or root to start a dockerd of their own) and debootstrap, else skip with the
+    reason.
     """
-    if item.get_closest_marker("realnode") is not None:
-        _realnode_setup()
     if item.get_closest_marker("kind") is not None:
         _kind_setup()
     if item.get_closest_marker("sim") is None:
@@ -92,23 +90,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(f"simulated cluster binaries not available: {_binaries['error']}")
 
 
-def _realnode_setup() -> None:
-    if "realnode" not in _binaries:
-        from gpu_conformance.go_build import GoNotFoundError
-        from gpu_conformance.sim.realnode import binaries as rnbin
-        from gpu_conformance.sim.realnode.node import unsupported_reason
-
-        reason = unsupported_reason()
-        if reason is None:
-            try:
-                rnbin.ensure_binaries()
-            except GoNotFoundError as e:
-                reason = f"real-node binaries not available: {e}"
-        _binaries["realnode"] = reason
-    if _binaries["realnode"]:
-        pytest.skip(f"real-node tier cannot run here: {_binaries['realnode']}")
-
-
 def _kind_setup() -> None:
     if "kind" not in _binaries:
         from gpu_conformance.sim.kind.cluster import unsupported_reason
@@ -120,12 +101,12 @@ def _kind_setup() -> None:
 
 @pytest.fixture(scope="session")
 def fake_gpu_bins() -> Path:
-    """The real-node build's directory (kubelet, containerd and the fake-GPU binaries), built once if needed."""
+    """The node binaries' directory (kubelet, containerd and the fake-GPU binaries), built once if needed."""
     from gpu_conformance.errors import ConformanceError
-    from gpu_conformance.sim.realnode import binaries as rnbin
+    from gpu_conformance.sim import node_binaries as nodebin
 
     try:
-        return rnbin.ensure_binaries()
+        return nodebin.ensure_binaries()
     except ConformanceError as exc:
         pytest.skip(f"the fake-GPU binaries cannot be built here: {exc}")
 

@@ -1,7 +1,7 @@
 """The fake-GPU stack of fixtures/fake-gpu: the files the device plugin writes (CDI spec, nvidia-smi, GPU table),
 the fake nvidia-smi itself, and the agreement of its Dockerfile with the offline image builder.
 
-The plugin's tests need its binary (built with Go in ~2 s into the real-node cache); without Go they skip.
+The plugin's tests need its binary (built with Go in ~2 s into the node binaries cache); without Go they skip.
 The Docker build test runs only where a Docker daemon answers and can pull golang/busybox.
 """
 
@@ -20,9 +20,8 @@ import pytest
 import yaml
 
 from gpu_conformance.probe.output import parse_probe_output
-from gpu_conformance.sim import fakegpu
+from gpu_conformance.sim import fakegpu, oci
 from gpu_conformance.sim.nvidia_smi import gpu_uuid
-from gpu_conformance.sim.realnode import oci
 
 SMI = fakegpu.FIXTURE_DIR / "nvidia-smi"
 DOCKERFILE = fakegpu.FIXTURE_DIR / "Dockerfile"

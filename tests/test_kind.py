@@ -3,7 +3,9 @@
 The cluster is shared by the module (measured with `pytest -m kind tests/test_kind.py`: 10.7 min with empty tier
 caches and a warm Go build cache, 3.9 min warm: cluster 50 s, suite image 61 s + load 56 s); the last test stops it and
 checks that nothing is left. The fault tests break one thing on that cluster, run the whole suite and undo the
-fault (88 s for the CDI-spec, envvar-plugin, nvidia-handler and annotation-passthrough ones together).
+fault (88 s for the CDI-spec, envvar-plugin, nvidia-handler and annotation-passthrough ones together). The probe's own
+cases (two GPUs, an image that cannot be pulled, every GPU in use, an untolerated taint, the probe namespace deleted
+mid-run, the kubelet API's authentication) run the suite's Probe on one worker, each undone at its end (33 s together).
 Marked `kind`: skipped with the reason only where Docker or root is impossible.
 The first tests need neither (the config writer and the runc wrapper).
 """
@@ -14,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +27,7 @@ import yaml
 
 from gpu_conformance.model import Status
 from gpu_conformance.session import ConformanceRun
-from gpu_conformance.settings import Settings
+from gpu_conformance.settings import DEFAULT_PROBE_IMAGE, Settings
 from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.kind import docker as kdocker
 from gpu_conformance.sim.kind import operator as kindop
@@ -148,7 +151,6 @@ def test_public_node_image_gets_the_operator_fake_gpu_and_probe_images_loaded(tm
     CI) the probe image too, which is not in a public node image."""
     import tarfile
 
-    from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
     from gpu_conformance.sim.kind import binaries as kindbin
     from gpu_conformance.sim.kind.nodeimage import FAKE_GPU_IMAGE
 
@@ -231,9 +233,10 @@ def test_every_kube_system_pod_runs_coredns_included(kind_cluster: KindCluster) 
     assert any(p["metadata"]["name"].startswith("coredns-") for p in pods)
 
 
-def _probe(cluster: KindCluster, node: str) -> ConformanceRun:
-    """The suite's own probe on `node` alone (the whole suite runs in the Job test below)."""
-    settings = Settings(kubeconfig=str(cluster.kubeconfig), probe_timeout=120).validate()
+def _probe(cluster: KindCluster, node: str, **options: Any) -> ConformanceRun:
+    """The suite's own probe on `node` alone (the whole suite runs in the Job test below); `options` are Settings
+    fields as the command line sets them (probe_gpus, probe_image, probe_namespace...)."""
+    settings = Settings(kubeconfig=str(cluster.kubeconfig), **{"probe_timeout": 120, **options}).validate()
     run = ConformanceRun(settings, "current")
     try:
         run.start()
@@ -265,6 +268,161 @@ def test_probe_gets_a_fake_gpu_on_a_real_container(kind_cluster: KindCluster) ->
     # message shortens it to its tail).
     text = " ".join(f.message for f in probe_findings)
     assert any(gpu_uuid(node, i)[-12:] in text for i in range(kind_cluster.gpus)), text
+
+
+# The probe's own cases on the live cluster (the former real-node tier's): each through the suite's Probe on one
+# worker, each fault undone before the test ends so the next test meets a healthy cluster.
+
+def _probe_findings(run: ConformanceRun) -> dict[str, Any]:
+    """The probe checks' findings by check id (the last of each), as the run judged them."""
+    return {f.check_id: f for f in run.findings if f.check_id.startswith("PRB-")}
+
+
+def _probe_pods(run: ConformanceRun) -> list[dict[str, Any]]:
+    """The probe pods as the report records them."""
+    obs = run.probe_run
+    assert obs is not None
+    return [p.to_dict(obs.image) for p in obs.pods.values()]
+
+
+@pytest.mark.kind
+def test_probe_with_two_gpus_lists_both(kind_cluster: KindCluster) -> None:
+    """--probe-gpus=2 on a worker with two GPUs: the container sees exactly the node's two, by UUID."""
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    run = _probe(kind_cluster, node, probe_gpus=2)
+    fs = _probe_findings(run)
+    assert fs["PRB-003"].status == Status.PASS, fs["PRB-003"].message
+    (pod,) = _probe_pods(run)
+    assert {seen.split("(")[1].rstrip(")") for seen in pod["gpus_seen"]} == set(fakegpu.uuids(node, kind_cluster.gpus))
+
+
+@pytest.mark.kind
+def test_missing_probe_image_fails_at_the_pull(kind_cluster: KindCluster) -> None:
+    """A probe image no registry serves: the kubelet's pull fails and the probe stops at that answer (PRB-002),
+    not at --probe-timeout. `.invalid` never resolves (RFC 2606), so the pull fails without the internet."""
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    t0 = time.monotonic()
+    fs = _probe_findings(_probe(kind_cluster, node, probe_image="gpu-conformance.invalid/not-imported:1"))
+    elapsed = time.monotonic() - t0
+    msg = fs["PRB-002"].message
+    assert fs["PRB-002"].status == Status.FAIL and "cannot be pulled (ErrImagePull" in msg, msg
+    assert elapsed < 60, f"the probe waited {elapsed:.0f} s for a pull that had already failed"
+
+
+_HOG = "gpu-hog"
+
+
+def _gpu_hog(node: str, gpus: int) -> dict[str, Any]:
+    """A workload holding `gpus` GPUs of `node` through the scheduler, as any user pod does; it exits on SIGTERM so
+    its deletion is over as soon as the kubelet has stopped it."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": _HOG, "namespace": "default"},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "restartPolicy": "Never",
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "hog", "image": DEFAULT_PROBE_IMAGE,
+                                     "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
+                                     "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+@pytest.mark.kind
+def test_all_gpus_in_use_leaves_the_probe_unschedulable(kind_cluster: KindCluster) -> None:
+    """Every GPU of the worker held by a running pod: busy is not broken. The probe says the GPUs are in use
+    (PRB-001 warns) and does not call the node faulty."""
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    kind_cluster.kubectl("apply", "-f", "-", input=json.dumps(_gpu_hog(node, kind_cluster.gpus)))
+    try:
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"pod/{_HOG}", "-n", "default", "--timeout=120s")
+        fs = _probe_findings(_probe(kind_cluster, node))
+    finally:
+        # --wait: until the kubelet has stopped it and given the GPUs back.
+        kind_cluster.kubectl("delete", "pod", _HOG, "-n", "default", "--ignore-not-found", "--wait",
+                             "--timeout=120s")
+    prb1 = fs["PRB-001"]
+    assert prb1.status == Status.WARN and "in use" in prb1.message, prb1.message
+    assert Status.FAIL not in {f.status for f in fs.values()}, {k: f.message for k, f in fs.items()}
+
+
+@pytest.mark.kind
+def test_untolerated_taint_leaves_the_probe_unschedulable(kind_cluster: KindCluster) -> None:
+    """A NoSchedule taint ordinary GPU workloads do not tolerate: the scheduler refuses the probe pod and PRB-001
+    fails naming the taint."""
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    taint = "gpu-conformance.test/dedicated=ml:NoSchedule"
+    kind_cluster.kubectl("taint", "nodes", node, taint)
+    try:
+        fs = _probe_findings(_probe(kind_cluster, node))
+    finally:
+        kind_cluster.kubectl("taint", "nodes", node, f"{taint}-")
+    prb1 = fs["PRB-001"]
+    assert prb1.status == Status.FAIL and "taint" in prb1.message, prb1.message
+
+
+@pytest.mark.kind
+def test_kubelet_api_admits_no_anonymous_or_unauthorized_caller(kind_cluster: KindCluster) -> None:
+    """kind's kubelets as kubeadm configures them (anonymous off, webhook authentication
+    and authorization): an anonymous caller gets 401, a valid identity without RBAC (a ServiceAccount token) 403,
+    the API server's kubelet client certificate 200; the API server's own calls (proxy) pass. Asked from the
+    control-plane node, on the kind network."""
+    assert kind_cluster.docker is not None
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    nodes = {n["metadata"]["name"]: n for n in kind_cluster.nodes()}
+    ip = next(a["address"] for a in nodes[node]["status"]["addresses"] if a["type"] == "InternalIP")
+    (control_plane,) = [n for n, o in nodes.items()
+                        if "node-role.kubernetes.io/control-plane" in o["metadata"]["labels"]]
+    token = kind_cluster.kubectl("create", "token", "default", "-n", "default", "--duration=10m").strip()
+    pki = "/etc/kubernetes/pki/apiserver-kubelet-client"
+
+    def status(path: str, *auth: str) -> str:
+        return kind_cluster.docker.docker(  # type: ignore[union-attr]
+            "exec", control_plane, "curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", *auth,
+            f"https://{ip}:10250{path}").stdout.decode()
+
+    for path in ("/pods", "/configz", "/metrics", "/healthz"):
+        assert status(path) == "401", path
+        assert status(path, "-H", f"Authorization: Bearer {token}") == "403", path
+        assert status(path, "--cert", f"{pki}.crt", "--key", f"{pki}.key") == "200", path
+    assert kind_cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/healthz").strip() == "ok"
+
+
+def _smi_host_path(cluster: KindCluster, node: str) -> str:
+    """Where on `node` the nvidia-smi the probe runs comes from: the bind mount in the device plugin's CDI spec."""
+    assert cluster.docker is not None
+    spec = json.loads(cluster.docker.docker("exec", node, "cat", f"{kindop.CDI_DIR}/{kindop.PLUGIN_CDI_SPEC}").stdout)
+    mounts = [*spec.get("containerEdits", {}).get("mounts", []),
+              *(m for d in spec.get("devices", []) for m in d.get("containerEdits", {}).get("mounts", []))]
+    return next(m["hostPath"] for m in mounts if m["containerPath"].endswith("/nvidia-smi"))
+
+
+@pytest.mark.kind
+def test_probe_namespace_deleted_mid_run(kind_cluster: KindCluster) -> None:
+    """The probe's namespace deleted while its pod runs (nvidia-smi made to hang so the pod is caught running):
+    noticed at once, and the run cannot speak for the node: warnings saying what happened, not a failure."""
+    assert kind_cluster.docker is not None
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    smi = _smi_host_path(kind_cluster, node)
+    saved = kind_cluster.docker.docker("exec", node, "cat", smi).stdout
+    hanging = saved.replace(b"#!/bin/sh\n", b"#!/bin/sh\nsleep 60\n", 1)
+    assert hanging != saved
+    ns = "gpu-conformance-probe-deleted-midrun"
+    kind_cluster.kubectl("create", "namespace", ns)
+    kind_cluster.docker.docker("exec", "-i", node, "sh", "-c", 'cat > "$1"', "sh", smi, input=hanging)
+    result: dict[str, ConformanceRun] = {}
+    thread = threading.Thread(target=lambda: result.update(run=_probe(kind_cluster, node, probe_namespace=ns)))
+    t0 = time.monotonic()
+    thread.start()
+    try:
+        while not any(p["status"].get("phase") == "Running"
+                      for p in json.loads(kind_cluster.kubectl("get", "pods", "-n", ns, "-o", "json"))["items"]):
+            assert thread.is_alive() and time.monotonic() - t0 < 60, "the probe pod never ran"
+            time.sleep(0.3)
+        kind_cluster.kubectl("delete", "namespace", ns, "--wait=false")
+        thread.join(timeout=120)
+        elapsed = time.monotonic() - t0
+    finally:
+        kind_cluster.docker.docker("exec", "-i", node, "sh", "-c", 'cat > "$1"', "sh", smi, input=saved)
+        kind_cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait", "--timeout=120s")
+    said = [f for f in result["run"].findings if f.check_id.startswith("PRB-") and "deleted" in f.message]
+    assert said and all(f.status == Status.WARN for f in said), [(f.check_id, f.status, f.message) for f in said]
+    assert elapsed < 60, f"the probe took {elapsed:.0f} s to notice"
 
 
 def _summary(report_dir: Path) -> dict[str, Any]:
@@ -745,8 +903,8 @@ def test_a_second_kind_tier_is_refused_while_one_runs(tmp_path: Path, monkeypatc
 
 
 def test_image_archives_are_cached_by_content(tmp_path: Path) -> None:
+    from gpu_conformance.sim import oci
     from gpu_conformance.sim.kind import nodeimage
-    from gpu_conformance.sim.realnode import oci
 
     src = tmp_path / "bin"
     src.write_bytes(b"one")

@@ -23,9 +23,9 @@ import yaml
 
 from gpu_conformance.go_build import GoNotFoundError, repo_root
 from gpu_conformance.sim import binaries as simbin
+from gpu_conformance.sim import oci
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
-from gpu_conformance.sim.realnode import oci
 
 # The kind tier's node image and CoreDNS (built once, ~4 min cold) are a slow tier; the pins are not.
 slow = pytest.mark.slow

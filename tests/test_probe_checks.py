@@ -237,6 +237,16 @@ def test_create_container_error_is_settled_at_once_and_judged_with_its_message()
     assert fs["PRB-002"].status == Status.FAIL and "device error" in fs["PRB-002"].message
 
 
+
+def test_a_pod_the_kubelet_rejected_at_admission_is_a_failure_in_its_words() -> None:
+    """A probe pod the kubelet refused (its GPUs still held by a pod it is tearing down): Failed with the kubelet's
+    reason, never a wait for --probe-timeout."""
+    pod = _pod(N1, "Failed")
+    pod["status"].update(reason="UnexpectedAdmissionError", message="Allocate failed due to requested number of "
+                         "devices unavailable for nvidia.com/gpu. Requested: 2, Available: 1, which is unexpected")
+    f = by_id(observed(pod=pod))["PRB-002"]
+    assert f.status == Status.FAIL and "rejected the probe pod (UnexpectedAdmissionError)" in f.message, f.message
+
 def test_interrupted_or_refused_probe_is_incomplete_never_a_failure() -> None:
     snap = observed(pod=_pod(N1, "Pending"), aborted="interrupted by SIGTERM; probe namespace x deleted")
     fs = judge(snap)

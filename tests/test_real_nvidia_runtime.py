@@ -19,9 +19,9 @@ import pytest
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.gotools import NVIDIA_CONTAINER_RUNTIME, ensure_tool
 from gpu_conformance.sim import fakegpu
+from gpu_conformance.sim import node_binaries as nodebin
 from gpu_conformance.sim import nvidia_runtime as nr
 from gpu_conformance.sim.kind import operator as kindop
-from gpu_conformance.sim.realnode import binaries as rnbin
 
 # NVIDIA's own runtime beside ours, in real bundles: a real-component tier, slow.
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ def runtimes() -> dict[str, Path]:
     """The real runtime, the fake and the device plugin that writes the node's files (built if needed)."""
     try:
         real = ensure_tool(NVIDIA_CONTAINER_RUNTIME)
-        bins = rnbin.ensure_binaries()
+        bins = nodebin.ensure_binaries()
     except ConformanceError as exc:
         error = str(exc)
     else:

@@ -1,4 +1,4 @@
-"""The test bed's shared helpers: undoing a failed start (control plane, real node) and pruning JSON values."""
+"""The test bed's shared helpers: undoing a failed start (the control plane) and pruning JSON values."""
 
 from __future__ import annotations
 

@@ -39,8 +39,7 @@ def test_a_targets_options_default_to_its_dataclass() -> None:
 
 def test_sim_options_are_the_pytest_options_and_the_sim_up_arguments() -> None:
     flags = [f"--{t.name}-{spec.flag}" for t, spec in target_option_specs()]
-    assert flags == ["--sim-profile", "--sim-gpu-nodes", "--sim-cpu-nodes", "--sim-fault", "--sim-operator",
-                     "--sim-real-nodes"]
+    assert flags == ["--sim-profile", "--sim-gpu-nodes", "--sim-cpu-nodes", "--sim-fault", "--sim-operator"]
     args = cli.build_parser().parse_args(["sim", "up", "--gpu-nodes", "2", "--fault", "a", "--fault", "b"])
     assert options_from(SimOptions, lambda dest: getattr(args, dest)) == SimOptions(gpu_nodes=2, faults=["a", "b"])
 

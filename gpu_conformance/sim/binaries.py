@@ -186,7 +186,7 @@ def build_missing(bin_dir: Path, binaries: Sequence[Binary],
                   check_go: Callable[[str], None] | None = None) -> Path:
     """bin_dir holding `binaries` at their pinned versions, the missing ones built under the cache lock.
 
-    Shared by every tier's binaries (sim, real node, kind); check_go refuses a too old toolchain first.
+    Shared by every tier's binaries (sim, kind); check_go refuses a too old toolchain first.
     """
     if not missing_binaries(bin_dir, binaries):
         return bin_dir

@@ -140,10 +140,7 @@ class SimCluster:
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on 127.0.0.1 (api_only: first two)."""
 
     def __init__(self, state_dir: Path | None = None, bin_dir: Path | None = None,
-                 log_containers: Iterable[str] = (), api_only: bool = False, no_proxy: Iterable[str] = ()) -> None:
-        # Extra NO_PROXY entries (hosts or CIDRs) for the components: the real-node tier's kubelets
-        # live in network namespaces of their own, and the API server must reach them directly.
-        self.no_proxy: tuple[str, ...] = tuple(no_proxy)
+                 log_containers: Iterable[str] = (), api_only: bool = False) -> None:
         self._owns_state_dir = state_dir is None
         # etcd + kube-apiserver only: nothing reconciles what is written (no DaemonSet, node lifecycle or
         # garbage controller, no kubelet), so objects and their status stay exactly as a test wrote them.
@@ -346,8 +343,8 @@ class SimCluster:
                     f"--service-account-signing-key-file={pki.sa_key}",
                     f"--service-cluster-ip-range={SERVICE_CIDR}",
                     "--authorization-mode=Node,RBAC",
-                    # Its client certificate toward kubelets (logs, exec): a real-node kubelet admits no
-                    # anonymous caller; system:masters passes its SubjectAccessReview. kwok ignores it.
+                    # Its client certificate toward kubelets (logs, exec), as a real control plane presents
+                    # one (a kubelet admits no anonymous caller); kwok ignores it.
                     f"--kubelet-client-certificate={pki.cert}", f"--kubelet-client-key={pki.key}",
                     "--allow-privileged=true",
                     # kwok's kubelet endpoint is the node's InternalIP (127.0.0.1); the Hostname
@@ -401,7 +398,7 @@ class SimCluster:
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
         env = {key: DEAD_PROXY for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
-        env["NO_PROXY"] = env["no_proxy"] = ",".join((LOOPBACK, "localhost", *self.no_proxy))
+        env["NO_PROXY"] = env["no_proxy"] = ",".join((LOOPBACK, "localhost"))
         # kwok also loads $KWOK_WORKDIR/kwok.yaml; point it at an empty dir so a developer's
         # ~/.kwok/kwok.yaml cannot inject stages.
         env["KWOK_WORKDIR"] = str(self.state_dir / "kwok-home")

@@ -1,4 +1,4 @@
-"""What a test-bed component does when its start fails: one rule for the control plane and the real nodes."""
+"""What a test-bed component does when its start fails: one rule, used by the control plane."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The fake-GPU stack of fixtures/fake-gpu/ as the tiers use it: the device plugin's command line and its images.
 
-One stack everywhere (the real-node tier, the kind tier, a user's cluster through fixtures/fake-gpu/Dockerfile):
+One stack everywhere (the kind tier, a user's cluster through fixtures/fake-gpu/Dockerfile):
 
 * the device plugin (fixtures/fake-gpu/cmd/fake-gpu-device-plugin) advertises nvidia.com/gpu and answers
   Allocate with CDI names `nvidia.com/gpu=<index>` (strategies cdi-cri, cdi-annotations) or, to reproduce the
@@ -10,7 +10,7 @@ One stack everywhere (the real-node tier, the kind tier, a user's cluster throug
   the fake nvidia-smi (fixtures/fake-gpu/nvidia-smi, embedded in the plugin) and the GPU table, with the
   UUIDs of the simulated nodes (sim/nvidia_smi.gpu_uuid), so the probe parses a real node like a simulated one;
 * the images: fixtures/fake-gpu/Dockerfile for Docker users, and IMAGES here, which builds the same images as
-  OCI archives without Docker or a registry (realnode/oci.py). tests/test_fakegpu.py checks they agree.
+  OCI archives without Docker or a registry (sim/oci.py). tests/test_fakegpu.py checks they agree.
 
 Like gobuild/, fixtures/ is read from a source checkout only (the binaries are built from it); an installed
 package runs the simulated cluster without it.
@@ -31,12 +31,12 @@ from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
+from gpu_conformance.sim import node_binaries as nodebin
+from gpu_conformance.sim import oci
 from gpu_conformance.sim.nvidia_smi import gpu_name, gpu_uuid
 from gpu_conformance.sim.profiles import get_profile
-from gpu_conformance.sim.realnode import binaries as rnbin
-from gpu_conformance.sim.realnode import oci
 
-FIXTURE_DIR = rnbin.FAKEGPU_MODULE
+FIXTURE_DIR = nodebin.FAKEGPU_MODULE
 CDI_KIND = "nvidia.com/gpu"
 CDI_SPEC_FILE = "nvidia.json"          # fakegpu.go CDISpecFile
 # The kind of the CDI spec NVIDIA's device plugin (v0.17) writes and names its devices by (fakegpu.go
@@ -44,12 +44,14 @@ CDI_SPEC_FILE = "nvidia.json"          # fakegpu.go CDISpecFile
 PLUGIN_CDI_KIND = "k8s.device-plugin.nvidia.com/gpu"
 SMI_FILE, TABLE_FILE = "nvidia-smi", "gpus"   # in the driver root (fakegpu.go)
 FAKE_GPU_IMAGE = "gpu-conformance.local/fake-gpu-device-plugin:1"
+# Names from the tier that first ran these images (now folded into kind), kept: the kind node image holds them
+# under these names, and its cache key does not cover image names.
 PAUSE_IMAGE = "realnode.local/pause:1"
 BUSYBOX_IMAGE = "realnode.local/busybox:1"
 
 
 class FakeGpuNode:
-    """Mixed into each fake GPU node class (nvidia_runtime.Node, the real-node tier's RealNode): the fake device plugin
+    """Mixed into each fake GPU node class (nvidia_runtime.Node): the fake device plugin
     writes its CDI spec into the node's `cdi_dir`, under the file name only this module knows."""
 
     cdi_dir: Path
@@ -145,8 +147,8 @@ def oci_image(spec: ImageSpec, bin_dir: Path, busybox: Path) -> oci.Image:
 def write_images(out: Path, targets: Sequence[str] = tuple(IMAGES), bin_dir: Path | None = None,
                  busybox: Path | None = None) -> list[Path]:
     """OCI archives (`ctr images import`, `kind load image-archive`) of the given stages, in `out`."""
-    bin_dir = bin_dir or rnbin.ensure_binaries()
-    busybox = busybox or rnbin.host_tools()["busybox"]
+    bin_dir = bin_dir or nodebin.ensure_binaries()
+    busybox = busybox or nodebin.static_busybox()
     out.mkdir(parents=True, exist_ok=True)
     return [oci.write_archive(oci_image(IMAGES[t], bin_dir, busybox), out / f"fake-gpu-{t}.tar") for t in targets]
 

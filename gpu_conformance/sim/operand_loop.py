@@ -110,7 +110,7 @@ def _node_order(name: str) -> tuple[str, int, str]:
 
 
 def _gpu_node_names(nodes: list[Obj]) -> list[str]:
-    """kwok's GPU nodes (a real node joined with --real-nodes has a kubelet of its own)."""
+    """kwok's GPU nodes: the loop plays their kubelet; a node with a kubelet of its own is not its to play."""
     def kwok_gpu(n: Obj) -> bool:
         meta = n["metadata"]
         return ((meta.get("labels") or {}).get(inst.NFD_PCI_LABEL) == "true"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +18,12 @@ class BootedSim:
         self.install = install
         self.boot_seconds = boot_seconds
         self.install_seconds = install_seconds
-        self.real_nodes: list[Any] = []   # gpu_conformance.sim.realnode.node.RealNode, joined after the install
 
     @property
     def kubeconfig(self) -> Path:
         return self.cluster.kubeconfig
 
     def stop(self) -> None:
-        for node in self.real_nodes:
-            node.stop()
-        self.real_nodes = []
         self.cluster.stop()
 
     def __enter__(self) -> BootedSim:
@@ -45,7 +39,7 @@ OPERATORS = ("sim", "real")
 
 def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, faults: list[str] | None = None,
               state_dir: Path | None = None, detach: bool = False, quiet: bool = False,
-              operator: str = "sim", no_proxy: tuple[str, ...] = (), real_nodes: int = 0) -> BootedSim:
+              operator: str = "sim") -> BootedSim:
     """Boot the control plane and install an operator: the hand-written one ("sim", every profile) or the
     real v25.3.4 binary ("real", profile v25.3; "default" means that one)."""
     from gpu_conformance.sim import faults as fault_catalogue
@@ -65,20 +59,11 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
     for f in faults or []:
         if f not in fault_catalogue.FAULTS:
             raise UsageError(f"unknown sim fault {f!r} (see: gpu-conformance sim faults)")
-    if gpu_nodes < 0 or cpu_nodes < 0 or real_nodes < 0:
-        raise UsageError("--sim-gpu-nodes/--sim-cpu-nodes/--sim-real-nodes must not be negative")
-    if real_nodes:
-        from gpu_conformance.sim.realnode.binaries import ensure_binaries as ensure_realnode_binaries
-        from gpu_conformance.sim.realnode.node import REALNODE_CIDR, RealNodeUnsupported, unsupported_reason
-
-        reason = unsupported_reason()
-        if reason:
-            raise RealNodeUnsupported(f"--real-nodes: {reason}")
-        ensure_realnode_binaries()
-        no_proxy = (*no_proxy, REALNODE_CIDR)
+    if gpu_nodes < 0 or cpu_nodes < 0:
+        raise UsageError("--sim-gpu-nodes/--sim-cpu-nodes must not be negative")
     bin_dir = ensure_binaries()
     t0 = time.monotonic()
-    cluster = SimCluster(state_dir=state_dir, bin_dir=bin_dir, log_containers=LOG_CONTAINERS, no_proxy=no_proxy)
+    cluster = SimCluster(state_dir=state_dir, bin_dir=bin_dir, log_containers=LOG_CONTAINERS)
     if detach:
         cluster.start(detach=True)
     else:
@@ -113,40 +98,11 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
         raise
     t2 = time.monotonic()
     booted = BootedSim(cluster, inst, t1 - t0, t2 - t1)
-    if real_nodes:
-        from gpu_conformance.sim.realnode.cluster import start_real_nodes
-
-        try:
-            booted.real_nodes = start_real_nodes(booted, real_nodes)
-        except BaseException:
-            cluster.stop()
-            raise
-        if state_dir is not None:
-            from gpu_conformance.sim.realnode.cluster import record_real_nodes
-
-            record_real_nodes(cluster.state_dir, booted.real_nodes)
     if not quiet:
         who = "real operator v25.3.4" if operator == "real" else "operator"
         print(f"gpu-conformance: simulated cluster up in {t1 - t0:.1f}s, {who} profile {profile!r} installed "
               f"in {t2 - t1:.1f}s ({gpu_nodes} GPU + {cpu_nodes} CPU nodes"
-              f"{', faults: ' + ', '.join(faults) if faults else ''}"
-              f"{f'; {real_nodes} real node(s) joined in {time.monotonic() - t2:.1f}s' if real_nodes else ''})",
+              f"{', faults: ' + ', '.join(faults) if faults else ''})",
               file=sys.stderr)
     return booted
 
-
-@contextlib.contextmanager
-def sim_with_real_nodes(real_nodes: int = 1, gpu_nodes: int = 1, cpu_nodes: int = 0,
-                        profile: str = "default") -> Iterator[Any]:
-    """A simulated cluster (kwok GPU nodes + the simulated operator) plus real nodes; stopped on exit."""
-    from gpu_conformance.sim.realnode.cluster import RealCluster
-
-    t0 = time.monotonic()
-    sim = start_sim(profile=profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes, quiet=True, real_nodes=real_nodes)
-    rc = RealCluster(sim=sim, nodes=list(sim.real_nodes),
-                     seconds={"sim up": round(sim.boot_seconds + sim.install_seconds, 2),
-                              "total with real nodes": round(time.monotonic() - t0, 2)})
-    try:
-        yield rc
-    finally:
-        sim.stop()

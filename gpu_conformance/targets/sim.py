@@ -21,8 +21,6 @@ class SimOptions:
     operator: str = option("sim", "its operator: the hand-written one (sim, every profile) or the real GPU Operator "
                                   "v25.3.4 binary built from its Go module (real: profile v25.3; needs root for a "
                                   "mount namespace)", choices=("sim", "real"))
-    real_nodes: int = option(0, "real kubelet + containerd nodes with fake GPUs to join to the simulated cluster "
-                                "(needs root; see README)")
 
 
 class SimTarget(BootedTarget):
@@ -37,4 +35,4 @@ class SimTarget(BootedTarget):
         o: SimOptions = self.options
         # A BootedSim: tests reach the simulated cluster through it.
         self.cluster = start_sim(profile=o.profile, gpu_nodes=o.gpu_nodes, cpu_nodes=o.cpu_nodes,
-                                 faults=list(o.faults), operator=o.operator, real_nodes=o.real_nodes)
+                                 faults=list(o.faults), operator=o.operator)

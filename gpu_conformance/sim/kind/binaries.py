@@ -1,9 +1,9 @@
 """Build (once) and locate the kind tier's own binaries: kubeadm, kube-proxy, CoreDNS and the kind CLI.
 
-The rest of the node comes from caches other tiers already fill: kube-apiserver, kube-controller-manager,
-kube-scheduler, kubectl and etcd from the simulated cluster's build (gpu_conformance.sim.binaries); kubelet,
-containerd, ctr, the runc shim, the fake device plugin and pause from the real-node tier's build
-(gpu_conformance.sim.realnode.binaries). Each cache has its own versioned directory and lock, so builds never mix.
+The rest of the node comes from two other caches: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+and etcd from the simulated cluster's build (gpu_conformance.sim.binaries); kubelet, containerd, ctr, the runc shim
+and the fake-GPU binaries from gpu_conformance.sim.node_binaries. Each cache has its own versioned directory and lock,
+so builds never mix.
 
     python -m gpu_conformance.sim.kind.binaries     # build every piece if needed, print the bin dirs
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gpu_conformance.errors import cli_main
 from gpu_conformance.sim import binaries as simbin
-from gpu_conformance.sim.realnode import binaries as rnbin
+from gpu_conformance.sim import node_binaries as nodebin
 
 KIND_VERSION = "v0.33.0"
 # The CoreDNS kubeadm K8S_VERSION deploys (`kubeadm config images list`: registry.k8s.io/coredns/coredns:v1.14.2);
@@ -43,13 +43,13 @@ BINARIES: tuple[simbin.Binary, ...] = (
 class BinDirs:
     kind: Path        # kubeadm, kube-proxy, coredns, kind
     sim: Path         # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd
-    realnode: Path    # kubelet, containerd, ctr, containerd-shim-runc-v2, fake-gpu-device-plugin, pause
+    node: Path        # kubelet, containerd, ctr, containerd-shim-runc-v2, the fake-GPU binaries
 
     def find(self, name: str) -> Path:
-        for d in (self.kind, self.sim, self.realnode):
+        for d in (self.kind, self.sim, self.node):
             if (d / name).is_file():
                 return d / name
-        raise simbin.BinariesError(f"{name} is in none of {self.kind}, {self.sim}, {self.realnode}")
+        raise simbin.BinariesError(f"{name} is in none of {self.kind}, {self.sim}, {self.node}")
 
 
 def cache_bin_dir() -> Path:
@@ -62,12 +62,12 @@ def ensure_own() -> Path:
 
 def ensure_binaries() -> BinDirs:
     """Every binary the node image and the tier need, each built into its own cache if missing."""
-    return BinDirs(kind=ensure_own(), sim=simbin.ensure_binaries(), realnode=rnbin.ensure_binaries())
+    return BinDirs(kind=ensure_own(), sim=simbin.ensure_binaries(), node=nodebin.ensure_binaries())
 
 
 def _ensure_all() -> str:
     dirs = ensure_binaries()
-    return f"{dirs.kind}\n{dirs.sim}\n{dirs.realnode}"
+    return f"{dirs.kind}\n{dirs.sim}\n{dirs.node}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

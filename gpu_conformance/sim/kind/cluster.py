@@ -42,11 +42,11 @@ from pytest_kubernetes.providers.kind import KindManagerBase
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.gotools import NVIDIA_CONTAINER_RUNTIME, ensure_tool
 from gpu_conformance.sim import fakegpu, operator_module
+from gpu_conformance.sim import node_binaries as nodebin
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import dra_driver, nodeimage
 from gpu_conformance.sim.kind import operator as kindop
 from gpu_conformance.sim.kind.docker import Dockerd, tier_root, unavailable_reason
-from gpu_conformance.sim.realnode import binaries as rnbin
 
 KIND_DIR = Path(__file__).resolve().parents[3] / "kind"
 CLUSTER_NAME = "gpu-conformance"
@@ -134,7 +134,7 @@ class KindCluster:
             if leftovers:
                 self.docker.docker("rm", "-f", *leftovers)
         self.image = os.environ.get(IMAGE_ENV) or nodeimage.ensure_node_image(self.docker, dirs)
-        config = self._write_config(dirs.realnode)
+        config = self._write_config(dirs.node)
         # pytest-kubernetes runs `kind`/`kubectl` from PATH with this process's environment.
         self._set_env({"DOCKER_HOST": self.docker.host,
                        "PATH": f"{dirs.kind}:{dirs.sim}:{os.environ.get('PATH', '')}"})
@@ -159,8 +159,8 @@ class KindCluster:
         """The operator's image and its operands' stand-ins into the nodes (OCI archives built here); with a
         public node image also the probe image, which our own node image already holds."""
         assert self.manager is not None
-        busybox = rnbin.host_tools()["busybox"]
-        wanted = kindop.images(dirs.realnode, busybox)
+        busybox = nodebin.static_busybox()
+        wanted = kindop.images(dirs.node, busybox)
         if public:
             wanted += nodeimage.fake_gpu_images(dirs, busybox)
         for tar in nodeimage.cached_archives(wanted):
@@ -169,7 +169,7 @@ class KindCluster:
             except subprocess.CalledProcessError as exc:
                 raise KindError(f"kind load image-archive {tar.name} failed: {_tail(exc.stderr)}") from None
 
-    def _write_config(self, realnode_bin: Path | None = None) -> Path:
+    def _write_config(self, node_bin: Path | None = None) -> Path:
         config = yaml.safe_load((KIND_DIR / "cluster.yaml").read_text())
         config["name"] = CLUSTER_NAME
         workers = [n for n in config["nodes"] if n["role"] == "worker"]
@@ -180,22 +180,22 @@ class KindCluster:
                                                  kindop.containerd_patch()]
         for node in config["nodes"]:
             node["image"] = self.image
-            if realnode_bin is not None:
+            if node_bin is not None:
                 # The NVIDIA runtime containerd runs (cluster.yaml's containerdConfigPatches) and the fake
                 # driver's installer: on every node, since the runtime is the default.
-                node["extraMounts"] = self._node_mounts(realnode_bin)
+                node["extraMounts"] = self._node_mounts(node_bin)
         self.work.mkdir(parents=True, exist_ok=True)
         path = self.work / "kind-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path
 
-    def _node_mounts(self, realnode_bin: Path) -> list[dict[str, Any]]:
-        mounts = {str(realnode_bin / src): dst for src, dst in NODE_BINARIES.items()}
+    def _node_mounts(self, node_bin: Path) -> list[dict[str, Any]]:
+        mounts = {str(node_bin / src): dst for src, dst in NODE_BINARIES.items()}
         if self.gpu_path == "cdi":
             if self.nvidia_runtime is None:
                 raise KindError("the CDI path needs NVIDIA's nvidia-container-runtime, which was not built")
             # NVIDIA's runtime under the fake's name, and the config.toml the toolkit would leave.
-            mounts = {str(realnode_bin / "fake-gpu-device-plugin"): NODE_BINARIES["fake-gpu-device-plugin"],
+            mounts = {str(node_bin / "fake-gpu-device-plugin"): NODE_BINARIES["fake-gpu-device-plugin"],
                       str(self.nvidia_runtime): RUNTIME_BINARY}
             config = self.work / "nvidia-container-runtime.toml"
             self.work.mkdir(parents=True, exist_ok=True)

@@ -35,11 +35,10 @@ from gpu_conformance import go_build
 from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
 from gpu_conformance.sim import binaries as simbin
-from gpu_conformance.sim import fakegpu
+from gpu_conformance.sim import fakegpu, oci
+from gpu_conformance.sim import node_binaries as nodebin
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind.docker import Dockerd
-from gpu_conformance.sim.realnode import binaries as rnbin
-from gpu_conformance.sim.realnode import oci
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -203,7 +202,7 @@ def fake_gpu_images(dirs: kindbin.BinDirs, busybox: Path) -> list[oci.Image]:
     device plugin of the DaemonSet, and the probe image, tagged only as the suite's default probe image so the
     probe pod starts without a pull."""
     probe = dataclasses.replace(fakegpu.IMAGES["probe"], names=(DEFAULT_PROBE_IMAGE,))
-    return [fakegpu.oci_image(spec, dirs.realnode, busybox) for spec in (fakegpu.IMAGES["device-plugin"], probe)]
+    return [fakegpu.oci_image(spec, dirs.node, busybox) for spec in (fakegpu.IMAGES["device-plugin"], probe)]
 
 
 def _write(images: list[oci.Image], out: Path) -> list[Path]:
@@ -308,8 +307,8 @@ def assemble(stage: Path, rootfs: Path, kind_files: Path, dirs: kindbin.BinDirs,
 
 
 def _inputs_key(dirs: kindbin.BinDirs, rootfs: Path, kind_files: Path) -> str:
-    parts: list[bytes | str] = [rootfs.name, kindbin.KIND_VERSION, simbin.K8S_VERSION, rnbin.CONTAINERD_VERSION,
-                                rnbin.FAKEGPU_VERSION, kindbin.COREDNS_VERSION, BUILD_REVISION]
+    parts: list[bytes | str] = [rootfs.name, kindbin.KIND_VERSION, simbin.K8S_VERSION, nodebin.CONTAINERD_VERSION,
+                                nodebin.FAKEGPU_VERSION, kindbin.COREDNS_VERSION, BUILD_REVISION]
     for d in (_KIND_NODE_FILES, kind_files):
         for p in sorted(d.rglob("*")):
             if p.is_file():
@@ -320,7 +319,7 @@ def _inputs_key(dirs: kindbin.BinDirs, rootfs: Path, kind_files: Path) -> str:
 def ensure_node_image(docker: Dockerd, dirs: kindbin.BinDirs | None = None) -> str:
     """The node image's tag in `docker`, building and importing it if this daemon does not have it yet."""
     dirs = dirs or kindbin.ensure_binaries()
-    busybox = rnbin.host_tools()["busybox"]
+    busybox = nodebin.static_busybox()
     log = cache_root() / "build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     rootfs = ensure_rootfs(log)

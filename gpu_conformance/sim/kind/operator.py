@@ -39,12 +39,11 @@ from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim import fakegpu, install, operator_module
+from gpu_conformance.sim import fakegpu, install, oci, operator_module
 from gpu_conformance.sim.chart import clusterpolicy_from_module
 from gpu_conformance.sim.fakegpu import busybox_applets
 from gpu_conformance.sim.json_tree import without
 from gpu_conformance.sim.profiles import get_profile
-from gpu_conformance.sim.realnode import oci
 
 Obj = dict[str, Any]
 NAMESPACE = "gpu-operator"
@@ -143,7 +142,7 @@ def _busybox(busybox: Path) -> list[oci.Entry]:
     return oci.busybox_entries(busybox, busybox_applets(busybox))
 
 
-def images(realnode_bin: Path, busybox: Path, cp: Obj | None = None) -> list[oci.Image]:
+def images(node_bin: Path, busybox: Path, cp: Obj | None = None) -> list[oci.Image]:
     """The operator's image and the operand stand-ins, named as `cp` (default: clusterpolicy()) names them."""
     spec = (cp or clusterpolicy())["spec"]
     module = operator_module.module_dir()
@@ -155,10 +154,10 @@ def images(realnode_bin: Path, busybox: Path, cp: Obj | None = None) -> list[oci
                                                oci.Entry("/usr/bin/gpu-operator",
                                                          source=operator_module.ensure_binary()), *opt])
     validator = oci.Image((image_name(spec["validator"]),), [
-        *_busybox(busybox), oci.Entry("/usr/bin/nvidia-validator", source=realnode_bin / "fake-nvidia-validator")])
+        *_busybox(busybox), oci.Entry("/usr/bin/nvidia-validator", source=node_bin / "fake-nvidia-validator")])
     plugin = oci.Image((image_name(spec["devicePlugin"]),), [
         *_busybox(busybox),
-        oci.Entry("/usr/local/bin/fake-gpu-device-plugin", source=realnode_bin / "fake-gpu-device-plugin"),
+        oci.Entry("/usr/local/bin/fake-gpu-device-plugin", source=node_bin / "fake-gpu-device-plugin"),
         # The operator's entrypoint runs `/bin/bash -c /bin/entrypoint.sh`, which execs nvidia-device-plugin.
         oci.Entry("/usr/bin/nvidia-device-plugin", link="/usr/local/bin/fake-gpu-device-plugin"),
         oci.Entry("/bin/bash", source=fakegpu.fixture_dir() / "bash")])

@@ -1,4 +1,4 @@
-"""Build (once) and locate the real-node tier's binaries, and find the Debian tools it runs.
+"""Build (once) and locate what a kind tier's node runs beyond the control plane, and the static busybox its images use.
 
 Built from Go modules, like the control plane, into their own versioned cache directory:
 
@@ -8,18 +8,15 @@ Built from Go modules, like the control plane, into their own versioned cache di
   tier shares, see gpu_conformance/sim/fakegpu.py), stamped with a hash of their sources so an edited
   plugin is rebuilt.
 
-From Debian (`apt-get install runc containernetworking-plugins busybox-static`, see .ci/run): runc (its
-nsexec part is C, no CGO-free build exists), the bridge/host-local/loopback CNI plugins and a static
-busybox for the images' root filesystem.
+From Debian (`apt-get install busybox-static`, see .ci/run): a static busybox for the images' root filesystem
+(the node image's runc and CNI plugins come from its own debootstrap, sim/kind/nodeimage.py).
 
-    python -m gpu_conformance.sim.realnode.binaries     # build if needed, print the bin dir
+    python -m gpu_conformance.sim.node_binaries     # build if needed, print the bin dir
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import struct
 import sys
 from collections.abc import Sequence
@@ -32,10 +29,7 @@ from gpu_conformance.sim import binaries as simbin
 CONTAINERD_VERSION = "v2.4.2"
 # containerd v2.4.2's go.mod asks for this toolchain; GOTOOLCHAIN=local means no silent download.
 MIN_GO_CONTAINERD = (1, 26, 6)
-APT_PACKAGES = ("runc", "containernetworking-plugins", "busybox-static")
-CNI_PLUGINS = ("bridge", "host-local", "loopback")
-CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
-HOST_TOOLS = ("ip", "unshare", "nsenter", "mount", "openssl")
+BUSYBOX_PATHS = (Path("/bin/busybox"), Path("/usr/bin/busybox"))
 
 
 # The fake-GPU stack's Go module (a source checkout only, like gobuild/); its path relative to gobuild/ is
@@ -60,7 +54,7 @@ def _fakegpu_version() -> str:
 FAKEGPU_VERSION = _fakegpu_version() if (FAKEGPU_MODULE / "go.mod").is_file() else "prebuilt"
 # The fake-GPU binaries' version is checked per binary (not part of the name): editing the plugin must not
 # rebuild kubelet and containerd.
-BIN_DIR_NAME = f"realnode-k8s-{simbin.K8S_VERSION}-containerd-{CONTAINERD_VERSION}"
+BIN_DIR_NAME = f"node-k8s-{simbin.K8S_VERSION}-containerd-{CONTAINERD_VERSION}"
 
 _CONTAINERD_LDFLAGS = f"-s -w -X github.com/containerd/containerd/v2/version.Version={CONTAINERD_VERSION}"
 _FAKEGPU_LDFLAGS = f"-s -w -X main.version={FAKEGPU_VERSION}"
@@ -90,7 +84,7 @@ BINARY_NAMES = tuple(b.name for b in BINARIES)
 
 
 class HostToolsError(ConformanceError):
-    """A tool the real-node tier runs but does not build (runc, CNI plugins, busybox) is missing."""
+    """The static busybox the images are made of is missing (Debian's busybox-static)."""
 
 
 def cache_bin_dir() -> Path:
@@ -116,11 +110,11 @@ def _check_go(go: str) -> None:
 
 
 def ensure_binaries() -> Path:
-    """A directory with kubelet, containerd, ctr, the shim, the fake device plugin and pause (built if needed)."""
+    """A directory with kubelet, containerd, ctr, the shim and the fake-GPU binaries (built if needed)."""
     return simbin.build_missing(cache_bin_dir(), BINARIES, check_go=_check_go)
 
 
-def _is_static_elf(path: Path) -> bool:
+def is_static_elf(path: Path) -> bool:
     """True for an ELF executable without a PT_INTERP segment (no dynamic loader needed in an image)."""
     try:
         with open(path, "rb") as f:
@@ -136,35 +130,18 @@ def _is_static_elf(path: Path) -> bool:
     return all(struct.unpack_from("<I", table, i * phentsize)[0] != 3 for i in range(phnum))  # 3 = PT_INTERP
 
 
-def host_tools() -> dict[str, Path]:
-    """Paths of runc, the CNI plugin dir, a static busybox and the iproute/util-linux tools, or one clear error."""
-    found: dict[str, Path] = {}
-    problems: list[str] = []
-    for tool in ("runc", *HOST_TOOLS):
-        exe = shutil.which(tool) or (f"/usr/sbin/{tool}" if os.access(f"/usr/sbin/{tool}", os.X_OK) else None)
-        if exe is None:
-            problems.append(tool)
-        else:
-            found[tool] = Path(exe)
-    cni = next((d for d in CNI_DIRS if all(os.access(d / p, os.X_OK) for p in CNI_PLUGINS)), None)
-    if cni is None:
-        problems.append(f"CNI plugins {'/'.join(CNI_PLUGINS)} (in {' or '.join(map(str, CNI_DIRS))})")
-    else:
-        found["cni"] = cni
-    busybox = next((Path(p) for p in ("/bin/busybox", "/usr/bin/busybox") if _is_static_elf(Path(p))), None)
+def static_busybox() -> Path:
+    """The host's static busybox (an image's whole userland: no dynamic loader there), or one clear error."""
+    busybox = next((p for p in BUSYBOX_PATHS if is_static_elf(p)), None)
     if busybox is None:
-        problems.append("a static busybox")
-    else:
-        found["busybox"] = busybox
-    if problems:
-        raise HostToolsError(f"the real-node tier needs {', '.join(problems)}: "
-                             f"apt-get install {' '.join(APT_PACKAGES)} iproute2 util-linux openssl")
-    return found
+        raise HostToolsError(f"no static busybox in {' or '.join(map(str, BUSYBOX_PATHS))}: "
+                             "apt-get install busybox-static")
+    return busybox
 
 
 def _ensure_all() -> Path:
     bin_dir = ensure_binaries()
-    host_tools()
+    static_busybox()
     return bin_dir
 
 
