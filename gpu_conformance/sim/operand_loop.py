@@ -309,9 +309,10 @@ class OperandSim:
         from gpu_conformance.sim.kube_client import collection_path
 
         self._watches = WatchSet(self.kube)
-        self._node_cache = self._watches.watch("nodes", collection_path("Node"),
+        # Named by kind: StatusWriter and settle (operator_status.py) read the same copies during an install.
+        self._node_cache = self._watches.watch("Node", collection_path("Node"),
                                                lambda n: self._touched(n["metadata"]["name"]))
-        self._pod_cache = self._watches.watch("pods", collection_path("Pod", self.ns),
+        self._pod_cache = self._watches.watch("Pod", collection_path("Pod", self.ns),
                                               lambda p: self._touched((p.get("spec") or {}).get("nodeName")))
         for ns in self.namespaces[1:]:
             self._chart_pod_caches[ns] = self._watches.watch(
@@ -321,6 +322,19 @@ class OperandSim:
     def close(self) -> None:
         if self._watches is not None:
             self._watches.stop()
+
+    def status_watches(self) -> WatchSet | None:
+        """The loop's watch copies plus the operator namespace's DaemonSets and ControllerRevisions: what the
+        ClusterPolicy status is computed from (operator_status.StatusWriter), without a LIST of every pod and
+        node per status write (at 300 GPU nodes those LISTs were most of the installer's own CPU)."""
+        if self._watches is None:
+            return None
+        from gpu_conformance.sim.kube_client import collection_path
+
+        for kind in ("DaemonSet", "ControllerRevision"):
+            if kind not in self._watches.caches:
+                self._watches.watch(kind, collection_path(kind, self.ns))
+        return self._watches
 
     def _touched(self, node: str | None) -> None:
         if node:

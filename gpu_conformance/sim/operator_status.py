@@ -247,10 +247,15 @@ class StatusWriter:
         return got["status"]
 
 
-def daemonsets_settled(kube: Any, namespace: str) -> bool:
-    """Every DaemonSet's status counts its pods as they are now (the controller has caught up)."""
-    pods = kube.list("Pod", namespace)
-    for ds in kube.list("DaemonSet", namespace):
+def daemonsets_settled(kube: Any, namespace: str, watches: Any = None) -> bool:
+    """Every DaemonSet's status counts its pods as they are now (the controller has caught up).
+
+    watches: a WatchSet with "Pod" and "DaemonSet" copies of the namespace, read instead of two LISTs."""
+    if watches is not None:
+        pods, dss = watches.caches["Pod"].items(), watches.caches["DaemonSet"].items()
+    else:
+        pods, dss = kube.list("Pod", namespace), kube.list("DaemonSet", namespace)
+    for ds in dss:
         st = ds.get("status") or {}
         if st.get("observedGeneration", 0) < ds["metadata"].get("generation", 1):
             return False
@@ -264,18 +269,31 @@ def daemonsets_settled(kube: Any, namespace: str) -> bool:
 
 
 def settle(kube: Any, namespace: str, operator_version: str, timeout: float = 20.0,
-           write: bool = True) -> Obj | None:
+           write: bool = True, watches: Any = None) -> Obj | None:
     """Wait until the DaemonSet controller has counted the pods, then write the status they imply.
 
     Faults change pod statuses directly; the operator's next reconcile (at most 5 s later on a real
     cluster) sees them only through the DaemonSet status, so wait for that before judging. write=False
     (the real operator writes its own): wait until its status equals what the rule implies, or time out.
     """
-    writer = StatusWriter(kube, namespace, operator_version)
+    if watches is None:
+        # One LIST+WATCH per kind for the whole wait, not a LIST of every pod per 0.3 s poll (at 300 GPU nodes
+        # those LISTs were the largest part of a booted cluster's own CPU after the install).
+        from gpu_conformance.sim.kube_client import collection_path
+        from gpu_conformance.sim.watch_cache import WatchSet
+
+        own = WatchSet(kube)
+        try:
+            for kind in ("Pod", "DaemonSet", "ControllerRevision", "Node"):
+                own.watch(kind, collection_path(kind, None if kind == "Node" else namespace))
+            return settle(kube, namespace, operator_version, timeout, write, own)
+        finally:
+            own.stop()
+    writer = StatusWriter(kube, namespace, operator_version, watches)
     end = time.monotonic() + timeout
     stable = 0
     while time.monotonic() < end and stable < 2:
-        stable = stable + 1 if daemonsets_settled(kube, namespace) else 0
+        stable = stable + 1 if daemonsets_settled(kube, namespace, watches) else 0
         time.sleep(0.3)
     if not writer.operator_running():
         return None
