@@ -44,10 +44,14 @@ DRIVER_STARTUP_PROBE_CONFIGMAP = "driver-startup-probe-configmap"
 # Driver DaemonSets and their pods carry app.kubernetes.io/component=nvidia-driver; before, only app=<DaemonSet>.
 # Checks find driver pods by their owning DaemonSet, so they never need this rule; the factory builds by it.
 DRIVER_COMPONENT_LABEL = "driver-component-label"
+# state-mps-control-daemon (DaemonSet nvidia-device-plugin-mps-control-daemon) and GFD's nvidia.com/mps.capable
+# label (signals.yaml: both first at v24.3.0).
+MPS_CONTROL_DAEMON = "mps-control-daemon"
 
 # What changed in which release: the rules each release brought.
 RELEASES: dict[Version, tuple[str, ...]] = {
     (23, 9, 0): (STATUS_CONDITIONS, DRIVER_COMPONENT_LABEL),
+    (24, 3, 0): (MPS_CONTROL_DAEMON,),
     (25, 10, 0): (CDI_DEFAULT_ON, VALIDATOR_IN_OPERATOR_IMAGE, SANDBOX_WORKLOADS_MODE, CDI_DEFAULT_KEY_DROPPED,
                   RUNTIME_DROP_IN_CONFIG, GDRCOPY_VALIDATION, VALIDATOR_SLEEP_LOOP, DRIVER_STARTUP_PROBE_CONFIGMAP),
     (26, 3, 0): (CDI_NRI_PLUGIN, FS_VALIDATION_IN_DRIVER_VALIDATION),

@@ -15,16 +15,16 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from gpu_conformance import dra_chart, versions
 from gpu_conformance import operands as ops
 from gpu_conformance.cluster.podstate import pod_ready
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import GPU_PRESENT_LABEL, ClusterSnapshot, labels_of, name_of
+from gpu_conformance.gpu_operator import operand_specs as specs
+from gpu_conformance.gpu_operator.hardware import BY_PRODUCT, cuda_version_for_driver
+from gpu_conformance.gpu_operator.releases import ComponentVersions, Images, components_for, images
 
 Obj = dict[str, Any]
 
@@ -35,24 +35,9 @@ T3 = "2026-10-01T09:30:00Z"   # later: a runtime refusal after everything was up
 NFD_RELEASE = "gpu-operator-node-feature-discovery"
 DRIVER_CRD_DS = "nvidia-gpu-driver-ubuntu22.04-7c6d7bd86b"
 
-# Helm defaults per operator minor release (facts §0), keyed by (major, minor): a table of data, kept in
-# data/helm-defaults.yaml with its sources; an unknown version uses the nearest older row.
-def _release(minor: str) -> tuple[int, int]:
-    major, _, rest = minor.partition(".")
-    return int(major), int(rest)
-
-
-_COMPONENTS: dict[tuple[int, int], dict[str, str]] = {
-    _release(minor): row
-    for minor, row in yaml.safe_load((Path(__file__).parent / "data" / "helm-defaults.yaml").read_text()).items()
-}
 HOST_DRIVER_VERSION = "580.95.05"
-# (memory MiB, family, compute major, minor) per GFD product label.
-_PRODUCTS = {
-    "Tesla-T4": (15360, "turing", "7", "5"),
-    "NVIDIA-A100-SXM4-40GB": (40960, "ampere", "8", "0"),
-    "NVIDIA-H100-80GB-HBM3": (81559, "hopper", "9", "0"),
-}
+# The factory's nodes run Ubuntu 22.04: the operator appends it to the driver image tag.
+NODE_OS_TAG = "ubuntu22.04"
 MIG_PROFILE = "1g.5gb"       # the mixed-strategy profile the factory uses: 7 per A100-40GB
 MIG_PER_GPU = 7
 
@@ -76,10 +61,10 @@ def _env(pairs: dict[str, str]) -> list[Obj]:
     return [{"name": k, "value": v} for k, v in pairs.items()]
 
 
-def _container(name: str, image: str, env: dict[str, str] | None = None, **extra: Any) -> Obj:
+def _container(name: str, image: str, env: dict[str, str] | list[Obj] | None = None, **extra: Any) -> Obj:
     c: Obj = {"name": name, "image": image, "imagePullPolicy": "IfNotPresent"}
     if env:
-        c["env"] = _env(env)
+        c["env"] = _env(env) if isinstance(env, dict) else env
     c.update(extra)
     return c
 
@@ -110,9 +95,12 @@ class _Ctx:
         return versions.parse_or_newest(self.version)
 
     @property
-    def comp(self) -> dict[str, str]:
-        keys = sorted(k for k in _COMPONENTS if k <= self.v[:2]) or [min(_COMPONENTS)]
-        return _COMPONENTS[keys[-1]]
+    def comp(self) -> ComponentVersions:
+        return components_for(self.version)
+
+    @property
+    def images(self) -> Images:
+        return images(self.comp, NODE_OS_TAG)
 
     @property
     def mig_capable(self) -> bool:
@@ -120,7 +108,7 @@ class _Ctx:
 
     @property
     def driver_version(self) -> str:
-        return self.comp["driver"] if self.driver in ("operator", "crd") else HOST_DRIVER_VERSION
+        return self.comp.driver if self.driver in ("operator", "crd") else HOST_DRIVER_VERSION
 
     @property
     def cp_uid(self) -> str:
@@ -132,21 +120,14 @@ class _Ctx:
 
     @property
     def validator_image(self) -> str:
-        if self.v < (25, 10, 0):
-            return f"nvcr.io/nvidia/cloud-native/gpu-operator-validator:{self.version}"
-        return f"nvcr.io/nvidia/gpu-operator:{self.version}"
+        return self.images.validator
 
     @property
     def validator_inits(self) -> tuple[str, ...]:
-        if self.v < (25, 10, 0):
-            chain = ("driver-validation", "nvidia-fs-validation", "toolkit-validation", "cuda-validation",
-                     "plugin-validation")
-        elif self.v < (26, 0, 0):
-            chain = ("driver-validation", "nvidia-fs-validation", "gdrcopy-validation", "toolkit-validation",
-                     "cuda-validation", "plugin-validation")
-        else:
-            chain = ops.VALIDATOR_CHAIN
-        return tuple(c for c in chain if self.device_plugin or c != "plugin-validation")
+        # Every stage the release's validator asset has: nvidia-fs and gdrcopy validation stay in (as with
+        # gds/gdrcopy enabled) so the driver-layer tests have those stages to break.
+        return specs.validator_init_containers(self.version, self.device_plugin, gds_enabled=True,
+                                               gdrcopy_enabled=True)
 
     @property
     def sharing_config(self) -> str | None:
@@ -254,9 +235,11 @@ def _gpu_resources(ctx: _Ctx) -> dict[str, str]:
 
 
 def _gfd_labels(ctx: _Ctx) -> dict[str, str]:
-    mem, family, major, minor = _PRODUCTS.get(ctx.product, (16384, "undefined", "0", "0"))
+    hw = BY_PRODUCT.get(ctx.product)
+    mem, family, major, minor = ((hw.memory_mib, hw.family, str(hw.compute_major), str(hw.compute_minor)) if hw
+                                 else (16384, "undefined", "0", "0"))
     shared = ctx.replicas > 1
-    cuda_major, cuda_minor = ("13", "2") if ctx.driver_version.startswith("595") else ("13", "0")
+    cuda_major, cuda_minor = cuda_version_for_driver(ctx.driver_version).split(".")
     drv = ctx.driver_version.split(".")
     labels = {
         "nvidia.com/gpu.product": ctx.product + ("-SHARED" if shared and not ctx.rename_shared else ""),
@@ -276,7 +259,7 @@ def _gfd_labels(ctx: _Ctx) -> dict[str, str]:
         "nvidia.com/mig.capable": str(ctx.mig_capable).lower(), "nvidia.com/mps.capable": "false",
         "nvidia.com/vgpu.present": "false", "nvidia.com/gfd.timestamp": "1790845560",
     }
-    if ctx.v < (24, 3, 0):   # GFD labels MPS capability from v24.3 (signals.yaml nvidia.com/mps.capable)
+    if not versions.since(versions.MPS_CONTROL_DAEMON, ctx.v):   # GFD labels MPS capability with it
         del labels["nvidia.com/mps.capable"]
     if ctx.mig != "none":
         labels["nvidia.com/mig.strategy"] = ctx.mig
@@ -338,7 +321,7 @@ def _cluster_policy(ctx: _Ctx) -> Obj:
     if versions.since(versions.CDI_NRI_PLUGIN, ctx.v):
         cdi["nriPluginEnabled"] = ctx.nri
     device_plugin: Obj = {"enabled": ctx.device_plugin, "repository": "nvcr.io/nvidia",
-                          "image": "k8s-device-plugin", "version": c["plugin"]}
+                          "image": "k8s-device-plugin", "version": c.device_plugin}
     if ctx.sharing_config:
         device_plugin["config"] = {"name": ctx.sharing_config, "default": "any"}
     spec = {
@@ -347,18 +330,18 @@ def _cluster_policy(ctx: _Ctx) -> Obj:
                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
         "driver": {"enabled": ctx.driver in ("operator", "pre-installed", "crd"),
                    "useNvidiaDriverCRD": ctx.driver == "crd", "repository": "nvcr.io/nvidia", "image": "driver",
-                   "version": c["driver"], "kernelModuleType": "auto",
+                   "version": c.driver, "kernelModuleType": "auto",
                    "manager": {"repository": "nvcr.io/nvidia/cloud-native", "image": "k8s-driver-manager",
-                               "version": c["manager"]},
+                               "version": c.driver_manager},
                    "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1}},
         "toolkit": {"enabled": ctx.toolkit, "repository": "nvcr.io/nvidia/k8s", "image": "container-toolkit",
-                    "version": c["toolkit"], "installDir": "/usr/local/nvidia"},
+                    "version": c.toolkit, "installDir": "/usr/local/nvidia"},
         "devicePlugin": device_plugin,
         "dcgm": {"enabled": False},
-        "dcgmExporter": {"enabled": True, "version": c["dcgm_exporter"]},
-        "gfd": {"enabled": ctx.gfd, "version": c["plugin"]},
+        "dcgmExporter": {"enabled": True, "version": c.dcgm_exporter},
+        "gfd": {"enabled": ctx.gfd, "version": c.device_plugin},
         "mig": {"strategy": ctx.mig},
-        "migManager": {"enabled": True, "version": c["mig_manager"]},
+        "migManager": {"enabled": True, "version": c.mig_manager},
         "nodeStatusExporter": {"enabled": False},
         "validator": {"plugin": {"env": []}},
         "gds": {"enabled": False}, "gdrcopy": {"enabled": False},
@@ -367,21 +350,13 @@ def _cluster_policy(ctx: _Ctx) -> Obj:
     if ctx.v >= (23, 3, 0):
         # spec.cdi arrived with v23.3 (api/v1/clusterpolicy_types.go CDIConfigSpec); v22.9 has no such field.
         spec["cdi"] = cdi
-    status: Obj = {"state": "ready", "namespace": ctx.ns}
-    if versions.since(versions.STATUS_CONDITIONS, ctx.v):
-        status["conditions"] = [
-            {"type": "Ready", "status": "True", "reason": "Reconciled", "lastTransitionTime": T2,
-             "message": "ClusterPolicy is ready as all resources have been successfully reconciled"},
-            {"type": "Error", "status": "False", "reason": "Ready", "lastTransitionTime": T2, "message": ""},
-        ]
     return {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
         "metadata": {"name": "cluster-policy", "uid": ctx.cp_uid, "creationTimestamp": T0, "generation": 1,
                      "labels": {"app.kubernetes.io/component": "gpu-operator",
                                 "app.kubernetes.io/managed-by": "Helm"}},
         "spec": spec,
-        # Before v23.9 the status holds only state and namespace (ClusterPolicyStatus at v23.6.2).
-        "status": status,
+        "status": specs.ready_clusterpolicy_status(ctx.ns, ctx.v, T2),
     }
 
 
@@ -389,21 +364,18 @@ def _nvidia_driver_cr(ctx: _Ctx) -> Obj:
     return {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
             "metadata": {"name": "default", "uid": _uid("nvidiadriver", "default"), "creationTimestamp": T0},
             "spec": {"driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver",
-                     "version": ctx.comp["driver"], "usePrecompiled": False},
+                     "version": ctx.comp.driver, "usePrecompiled": False},
             "status": {"state": "ready", "namespace": ctx.ns,
                        "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled"}]}}
 
 
 def _runtimeclasses(ctx: _Ctx) -> list[Obj]:
-    if ctx.nri:
-        return []
-    names = ["nvidia"] + (["nvidia-cdi", "nvidia-legacy"] if ctx.cdi else [])
     return [{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": n,
              "metadata": {"name": n, "uid": _uid("runtimeclass", n), "creationTimestamp": T0,
                           "labels": {"app.kubernetes.io/component": "gpu-operator"},
                           "ownerReferences": [_owner("ClusterPolicy", "cluster-policy", ctx.cp_uid,
                                                      "nvidia.com/v1")]}}
-            for n in names]
+            for n in specs.runtime_class_names(ctx.cdi, ctx.nri)]
 
 
 # ---- DaemonSets (the operator's operands and the NFD worker) --------------------------------------------
@@ -434,24 +406,8 @@ def _daemonset(ctx: _Ctx, name: str, labels: dict[str, str], node_selector: dict
             "status": {}}
 
 
-def device_plugin_env(version: str, cdi: bool, mig: str = "single") -> dict[str, str]:
-    """The device plugin container env the operator renders (facts §6b)."""
-    env = {"PASS_DEVICE_SPECS": "true", "FAIL_ON_INIT_ERROR": "true", "DEVICE_LIST_STRATEGY": "envvar",
-           "DEVICE_ID_STRATEGY": "uuid", "NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "all",
-           "MPS_ROOT": "/run/nvidia/mps", "MIG_STRATEGY": mig}
-    if cdi:
-        env["CDI_ENABLED"] = "true"
-        env["NVIDIA_CDI_HOOK_PATH"] = "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
-        if versions.parse_or_newest(version) >= (25, 10, 0):
-            env.update({"DEVICE_LIST_STRATEGY": "cdi-annotations,cdi-cri", "CDI_ANNOTATION_PREFIX": "cdi.k8s.io/"})
-        else:
-            env.update({"DEVICE_LIST_STRATEGY": "envvar,cdi-annotations",
-                        "CDI_ANNOTATION_PREFIX": "nvidia.cdi.k8s.io/"})
-    return env
-
-
 def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
-    c, ns = ctx.comp, ctx.ns
+    img, ns = ctx.images, ctx.ns
     cp_owner = _owner("ClusterPolicy", "cluster-policy", ctx.cp_uid, "nvidia.com/v1")
     val = ctx.validator_image
     tk_validation = _container("toolkit-validation", val, command=["sh", "-c"],
@@ -472,10 +428,10 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
     out: list[Obj] = []
     # v22.9-v23.6 driver DaemonSets and pods carry only app=nvidia-driver-daemonset (no component label).
     comp_label = dict([ops.DRIVER_COMPONENT_LABEL]) if versions.since(versions.DRIVER_COMPONENT_LABEL, ctx.v) else {}
-    driver_inits = [_container("k8s-driver-manager", f"nvcr.io/nvidia/cloud-native/k8s-driver-manager:"
-                               f"{c['manager']}", {"NODE_NAME": "", "ENABLE_GPU_POD_EVICTION": "true"},
-                               command=["driver-manager"], args=["uninstall_driver"])]
-    driver_ctrs = [_container("nvidia-driver-ctr", f"nvcr.io/nvidia/driver:{c['driver']}-ubuntu22.04",
+    driver_inits = [_container("k8s-driver-manager", img.driver_manager,
+                               {"NODE_NAME": "", "ENABLE_GPU_POD_EVICTION": "true"}, command=["driver-manager"],
+                               args=["uninstall_driver"])]
+    driver_ctrs = [_container("nvidia-driver-ctr", img.driver,
                               command=["nvidia-driver"], args=["init"],
                               startupProbe={"exec": {"command": ["sh", "/usr/local/bin/startup-probe.sh"]},
                                             "initialDelaySeconds": 60, "periodSeconds": 10,
@@ -491,24 +447,11 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
                         sel(ops.DRIVER), driver_inits, driver_ctrs, owner=nvd, on_delete=True)
         out.append(ds)
     if ctx.toolkit:
-        tk_env = {"RUNTIME": "containerd", "CONTAINERD_RUNTIME_CLASS": "nvidia",
-                  "RUNTIME_CONFIG": "/runtime/config-dir/config.toml",
-                  "CONTAINERD_CONFIG": "/runtime/config-dir/config.toml",
-                  "RUNTIME_SOCKET": "/runtime/sock-dir/containerd.sock",
-                  "CONTAINERD_SOCKET": "/runtime/sock-dir/containerd.sock"}
-        if versions.since(versions.RUNTIME_DROP_IN_CONFIG, ctx.v):
-            tk_env.update({"RUNTIME_DROP_IN_CONFIG": "/runtime/config-dir.d/99-nvidia.toml",
-                           "RUNTIME_DROP_IN_CONFIG_HOST_PATH": "/etc/containerd/conf.d/99-nvidia.toml"})
-        if ctx.cdi:
-            tk_env.update({"CDI_ENABLED": "true", "NVIDIA_RUNTIME_SET_AS_DEFAULT": "false",
-                           "NVIDIA_CONTAINER_RUNTIME_MODE": "cdi", "CRIO_CONFIG_MODE": "config"})
-        if ctx.nri:
-            tk_env["ENABLE_NRI_PLUGIN"] = "true"
         out.append(_daemonset(ctx, ops.TOOLKIT.daemonset, lab(ops.TOOLKIT), sel(ops.TOOLKIT),
                               [_container("driver-validation", val, {"COMPONENT": "driver", "WITH_WAIT": "true"},
                                           command=["sh", "-c"], args=["nvidia-validator"])],
                               [_container("nvidia-container-toolkit-ctr",
-                                          f"nvcr.io/nvidia/k8s/container-toolkit:{c['toolkit']}", tk_env,
+                                          img.toolkit, specs.toolkit_env(ctx.v, ctx.cdi, ctx.nri),
                                           command=["/bin/bash", "-c"],
                                           args=["/bin/entrypoint.sh"])], owner=cp_owner))
     v_inits = []
@@ -526,14 +469,13 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
     out.append(_daemonset(ctx, ops.VALIDATOR.daemonset,
                           lab(ops.VALIDATOR, **{"app.kubernetes.io/part-of": "gpu-operator"}), sel(ops.VALIDATOR),
                           v_inits, [_container("nvidia-operator-validator", val, command=["sh", "-c"],
-                                               args=["echo all validations are successful; while true; do sleep "
-                                                     "86400; done"])],
+                                               args=specs.validator_main_args(ctx.v))],
                           runtime_class=ctx.runtime_class, owner=cp_owner,
                           annotations=nri_ann("driver-validation", "toolkit-validation")))
     if ctx.device_plugin:
-        plugin_img = f"nvcr.io/nvidia/k8s-device-plugin:{c['plugin']}"
-        inits, ctrs = [tk_validation], [_container("nvidia-device-plugin", plugin_img,
-                                                   device_plugin_env(ctx.version, ctx.cdi, ctx.mig),
+        plugin_img = img.device_plugin
+        dp_env = specs.device_plugin_env(ctx.v, ctx.mig, ctx.cdi, ctx.sharing_config is not None)
+        inits, ctrs = [tk_validation], [_container("nvidia-device-plugin", plugin_img, dp_env,
                                                    command=["/bin/bash", "-c"], args=["/bin/entrypoint.sh"])]
         if ctx.sharing_config:
             cm_env = {"CONFIG_FILE_SRCDIR": "/available-configs", "DEFAULT_CONFIG": "any"}
@@ -544,15 +486,13 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
         out.append(_daemonset(ctx, ops.DEVICE_PLUGIN.daemonset, lab(ops.DEVICE_PLUGIN), sel(ops.DEVICE_PLUGIN),
                               inits, ctrs, runtime_class=ctx.runtime_class, owner=cp_owner,
                               annotations=nri_ann("nvidia-device-plugin")))
-        if ctx.v >= (24, 3, 0):   # the MPS control daemon arrived with v24.3 (signals.yaml)
-            out.append(_daemonset(ctx, "nvidia-device-plugin-mps-control-daemon",
-                                  {"app": "nvidia-device-plugin-mps-control-daemon"},
+        if versions.since(versions.MPS_CONTROL_DAEMON, ctx.v):
+            out.append(_daemonset(ctx, specs.MPS_DAEMONSET, {"app": specs.MPS_DAEMONSET},
                                   {ops.DEVICE_PLUGIN.deploy_label: "true", "nvidia.com/mps.capable": "true"},
                                   [tk_validation], [_container("mps-control-daemon-ctr", plugin_img)],
                                   runtime_class=ctx.runtime_class, owner=cp_owner))
     if ctx.gfd:
-        gfd_img = (f"nvcr.io/nvidia/gpu-feature-discovery:{c['gfd']}" if "gfd" in c
-                   else f"nvcr.io/nvidia/k8s-device-plugin:{c['plugin']}")
+        gfd_img = img.gfd
         out.append(_daemonset(ctx, ops.GFD.daemonset, lab(ops.GFD, **{"app.kubernetes.io/part-of": "nvidia-gpu"}),
                               sel(ops.GFD), [tk_validation],
                               [_container("gpu-feature-discovery", gfd_img,
@@ -562,15 +502,14 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
                               annotations=nri_ann("gpu-feature-discovery")))
     out.append(_daemonset(ctx, ops.DCGM_EXPORTER.daemonset, lab(ops.DCGM_EXPORTER), sel(ops.DCGM_EXPORTER),
                           [tk_validation],
-                          [_container("nvidia-dcgm-exporter", f"nvcr.io/nvidia/k8s/dcgm-exporter:{c['dcgm_exporter']}",
+                          [_container("nvidia-dcgm-exporter", img.dcgm_exporter,
                                       {"DCGM_EXPORTER_LISTEN": ":9400", "DCGM_EXPORTER_KUBERNETES": "true"},
                                       ports=[{"name": "metrics", "containerPort": 9400}])],
                           runtime_class=ctx.runtime_class, owner=cp_owner,
                           annotations=nri_ann("nvidia-dcgm-exporter")))
     out.append(_daemonset(ctx, ops.MIG_MANAGER.daemonset, lab(ops.MIG_MANAGER), sel(ops.MIG_MANAGER),
                           [tk_validation],
-                          [_container("nvidia-mig-manager", f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:"
-                                      f"{c['mig_manager']}", {"WITH_REBOOT": "false"})],
+                          [_container("nvidia-mig-manager", img.mig_manager, {"WITH_REBOOT": "false"})],
                           runtime_class=ctx.runtime_class, owner=cp_owner))
     return out
 
@@ -596,16 +535,16 @@ def _deployment(ctx: _Ctx, name: str, labels: dict[str, str], containers: list[O
 
 def _operator(ctx: _Ctx, node: str) -> tuple[Obj, Obj]:
     labels = {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}
-    ctr = _container("gpu-operator", f"nvcr.io/nvidia/gpu-operator:{ctx.version}",
+    ctr = _container("gpu-operator", ctx.images.operator,
                      {"OPERATOR_NAMESPACE": ctx.ns, "VALIDATOR_IMAGE": ctx.validator_image,
-                      "DRIVER_MANAGER_IMAGE": f"nvcr.io/nvidia/cloud-native/k8s-driver-manager:{ctx.comp['manager']}"},
+                      "DRIVER_MANAGER_IMAGE": ctx.images.driver_manager},
                      command=["gpu-operator"], args=["--leader-elect"])
     return _deployment(ctx, ops.OPERATOR_DEPLOYMENT, labels, [ctr], node)
 
 
 def _nfd(ctx: _Ctx, nodes: list[str], control_node: str) -> tuple[list[Obj], list[Obj], list[Obj]]:
     """(deployments, daemonsets, pods) of the NFD sub-chart with release `gpu-operator`."""
-    img = f"registry.k8s.io/nfd/node-feature-discovery:{ctx.comp['nfd']}"
+    img = ctx.images.nfd
     base = {"app.kubernetes.io/name": "node-feature-discovery", "app.kubernetes.io/instance": "gpu-operator"}
     deps, pods = [], []
     for role in ("master", "gc"):
@@ -641,7 +580,7 @@ def healthy_snapshot(version: str = "v26.3.3", gpu_nodes: int = 3, cpu_nodes: in
     if mig not in ("none", "single", "mixed"):
         raise ValueError(f"mig must be none|single|mixed, not {mig!r}")
     if cdi is None:
-        cdi = versions.parse_or_newest(version) >= (25, 10, 0)
+        cdi = bool(versions.since(versions.CDI_DEFAULT_ON, versions.parse_or_newest(version)))
     cdi = cdi or nri
     product = gpu_product or ("NVIDIA-A100-SXM4-40GB" if mig == "mixed" else "Tesla-T4")
     ctx = _Ctx(version, namespace, cdi, nri, driver, mig, time_slicing_replicas, rename_shared, gfd,
@@ -1116,7 +1055,7 @@ def add_mps_control_daemon(snapshot: ClusterSnapshot, nodes: list[str]) -> Obj:
     like the device plugin's DaemonSet it ships with; returns the DaemonSet."""
     import copy
 
-    name = "nvidia-device-plugin-mps-control-daemon"
+    name = specs.MPS_DAEMONSET
     dp = daemonset(snapshot, ops.DEVICE_PLUGIN.daemonset)
     ds = copy.deepcopy(dp)
     ds["metadata"].update({"name": name, "uid": _uid("ds", snapshot.operator_namespace, name),

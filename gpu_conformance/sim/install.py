@@ -24,8 +24,13 @@ import yaml
 
 from gpu_conformance import operands as op
 from gpu_conformance import versions
+from gpu_conformance.gpu_operator import operand_specs as specs
+from gpu_conformance.gpu_operator.hardware import A100_40GB_MIG, GpuHardware, MigProfile
+from gpu_conformance.gpu_operator.operand_specs import MPS_DAEMONSET, env, validator_init_containers
+from gpu_conformance.gpu_operator.releases import Images
+from gpu_conformance.gpu_operator.releases import images as release_images
 from gpu_conformance.sim import dra
-from gpu_conformance.sim.profiles import A100_40GB_MIG, GpuHardware, MigProfile, Profile
+from gpu_conformance.sim.profiles import Profile
 
 Obj = dict[str, Any]
 
@@ -38,15 +43,10 @@ NFD_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 PRIORITY_CLASS = "system-node-critical"
 VALIDATIONS_DIR = "/run/nvidia/validations"
-MPS_DAEMONSET = "nvidia-device-plugin-mps-control-daemon"
 
 
 
 # ---- small builders ----------------------------------------------------------------------
-def env(name: str, value: str) -> Obj:
-    return {"name": name, "value": value}
-
-
 def env_field(name: str, path: str) -> Obj:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
@@ -78,39 +78,9 @@ def _owned(meta: Obj, clusterpolicy_uid: str | None) -> Obj:
 
 
 # ---- images ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Images:
-    operator: str
-    validator: str
-    driver: str
-    driver_manager: str
-    toolkit: str
-    device_plugin: str
-    gfd: str
-    dcgm_exporter: str
-    dcgm: str
-    mig_manager: str
-    nfd: str
-
-
 def images(profile: Profile) -> Images:
-    c = profile.components
-    nfd_tag = c.nfd if c.nfd.startswith("v") else "v" + c.nfd
     # The operator appends the node OS to the driver tag (e.g. 580.126.20-ubuntu22.04).
-    os_tag = f"{profile.os_id}{profile.os_version_id}"
-    return Images(
-        operator=f"nvcr.io/nvidia/gpu-operator:{c.operator}",
-        validator=f"{c.validator_repository}/{c.validator_image}:{c.operator}",
-        driver=f"nvcr.io/nvidia/driver:{c.driver}-{os_tag}",
-        driver_manager=f"nvcr.io/nvidia/cloud-native/k8s-driver-manager:{c.driver_manager}",
-        toolkit=f"nvcr.io/nvidia/k8s/container-toolkit:{c.toolkit}",
-        device_plugin=f"nvcr.io/nvidia/k8s-device-plugin:{c.device_plugin}",
-        gfd=f"nvcr.io/nvidia/k8s-device-plugin:{c.device_plugin}",
-        dcgm_exporter=f"nvcr.io/nvidia/k8s/dcgm-exporter:{c.dcgm_exporter}",
-        dcgm=f"nvcr.io/nvidia/cloud-native/dcgm:{c.dcgm}",
-        mig_manager=f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:{c.mig_manager}",
-        nfd=f"registry.k8s.io/nfd/node-feature-discovery:{nfd_tag}",
-    )
+    return release_images(profile.components, f"{profile.os_id}{profile.os_version_id}")
 
 
 # ---- CRDs and ClusterPolicy --------------------------------------------------------------
@@ -332,33 +302,6 @@ def nfd_objects(profile: Profile, namespace: str) -> list[Obj]:
 
 
 # ---- operand DaemonSets ------------------------------------------------------------------
-def validator_init_containers(operator_version: str, device_plugin_enabled: bool = True,
-                              gds_enabled: bool = False, gdrcopy_enabled: bool = False) -> tuple[str, ...]:
-    """nvidia-operator-validator init containers in order, as the operator deploys them.
-
-    The asset lists of facts §3a are what the DaemonSet template holds; TransformValidatorComponent then
-    removes nvidia-fs-validation unless gds.enabled and gdrcopy-validation unless gdrcopy.enabled (GO
-    v25.3.4/v25.10.1 controllers/object_controls.go), and plugin-validation without a device plugin.
-    From v26.3 those checks live inside driver-validation.
-    """
-    v = versions.parse_or_newest(operator_version)
-    if versions.since(versions.FS_VALIDATION_IN_DRIVER_VALIDATION, v):
-        names = ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
-    elif versions.since(versions.GDRCOPY_VALIDATION, v):
-        names = ["driver-validation", "nvidia-fs-validation", "gdrcopy-validation", "toolkit-validation",
-                 "cuda-validation", "plugin-validation"]
-    else:
-        names = ["driver-validation", "nvidia-fs-validation", "toolkit-validation", "cuda-validation",
-                 "plugin-validation"]
-    if not gds_enabled and "nvidia-fs-validation" in names:
-        names.remove("nvidia-fs-validation")
-    if not gdrcopy_enabled and "gdrcopy-validation" in names:
-        names.remove("gdrcopy-validation")
-    if not device_plugin_enabled:
-        names.remove("plugin-validation")
-    return tuple(names)
-
-
 def _validation_env(component: str, profile: Profile, img: Images) -> list[Obj]:
     """Env of one validator init container (what nvidia-validator's COMPONENT mode reads)."""
     if component == "driver":
@@ -465,46 +408,12 @@ def _vols(*pairs: tuple[Obj, Obj]) -> tuple[list[Obj], list[Obj]]:
 
 
 def device_plugin_env(profile: Profile) -> list[Obj]:
-    """Device plugin env as TransformDevicePlugin sets it (facts §6b)."""
-    out = [env("PASS_DEVICE_SPECS", "true"), env("FAIL_ON_INIT_ERROR", "true"),
-           env("DEVICE_LIST_STRATEGY", "envvar"), env("DEVICE_ID_STRATEGY", "uuid"),
-           env("NVIDIA_VISIBLE_DEVICES", "all"), env("NVIDIA_DRIVER_CAPABILITIES", "all"),
-           env("MPS_ROOT", "/run/nvidia/mps"), env("MIG_STRATEGY", profile.mig_strategy),
-           env("NVIDIA_MIG_MONITOR_DEVICES", "all")]
-    if profile.cdi:
-        if versions.since(versions.CDI_DEFAULT_ON, profile.version):
-            strategy, prefix = "cdi-annotations,cdi-cri", "cdi.k8s.io/"
-        else:
-            strategy, prefix = "envvar,cdi-annotations", "nvidia.cdi.k8s.io/"
-        for e in out:
-            if e["name"] == "DEVICE_LIST_STRATEGY":
-                e["value"] = strategy
-        out += [env("CDI_ENABLED", "true"), env("CDI_ANNOTATION_PREFIX", prefix),
-                env("NVIDIA_CDI_HOOK_PATH", "/usr/local/nvidia/toolkit/nvidia-cdi-hook")]
-    if profile.time_slicing_replicas:
-        out.append(env("CONFIG_FILE", "/config/config.yaml"))
-    return out
+    return specs.device_plugin_env(profile.version, profile.mig_strategy, profile.cdi,
+                                   bool(profile.time_slicing_replicas))
 
 
 def toolkit_env(profile: Profile) -> list[Obj]:
-    """Toolkit env: asset defaults + transformForRuntime (containerd) + CDI (facts §6d, §6f)."""
-    out = [env("ROOT", "/usr/local/nvidia"),
-           env("NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", "management.nvidia.com/gpu"),
-           env("NVIDIA_VISIBLE_DEVICES", "void"), env("TOOLKIT_PID_FILE", "/run/nvidia/toolkit/toolkit.pid")]
-    if profile.cdi:
-        out += [env("CDI_ENABLED", "true"), env("NVIDIA_RUNTIME_SET_AS_DEFAULT", "false"),
-                env("NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"), env("CRIO_CONFIG_MODE", "config")]
-        if profile.nri:
-            out.append(env("ENABLE_NRI_PLUGIN", "true"))
-    out += [env("RUNTIME", "containerd"), env("CONTAINERD_RUNTIME_CLASS", "nvidia"),
-            env("RUNTIME_CONFIG", "/runtime/config-dir/config.toml"),
-            env("CONTAINERD_CONFIG", "/runtime/config-dir/config.toml"),
-            env("RUNTIME_SOCKET", "/runtime/sock-dir/containerd.sock"),
-            env("CONTAINERD_SOCKET", "/runtime/sock-dir/containerd.sock")]
-    if versions.since(versions.RUNTIME_DROP_IN_CONFIG, profile.version):
-        out += [env("RUNTIME_DROP_IN_CONFIG", "/runtime/config-dir.d/99-nvidia.toml"),
-                env("RUNTIME_DROP_IN_CONFIG_HOST_PATH", "/etc/containerd/conf.d/99-nvidia.toml")]
-    return out
+    return specs.toolkit_env(profile.version, profile.cdi, profile.nri)
 
 
 def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str | None = None) -> list[Obj]:
@@ -605,10 +514,8 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
     for c in v_init:
         if c["name"] == "plugin-validation":
             c["securityContext"] = {"privileged": True}
-    sleep = ("while true; do sleep 86400; done" if versions.since(versions.VALIDATOR_SLEEP_LOOP, profile.version)
-             else "sleep infinity")
     v_main = {"name": "nvidia-operator-validator", "image": img.validator, "imagePullPolicy": "IfNotPresent",
-              "command": ["sh", "-c"], "args": [f"echo all validations are successful; {sleep}"],
+              "command": ["sh", "-c"], "args": specs.validator_main_args(profile.version),
               "securityContext": {"privileged": True},
               "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", f"rm -f {VALIDATIONS_DIR}/*-ready"]}}},
               "volumeMounts": [val_mount]}
@@ -635,21 +542,22 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
         out.append(_daemonset(op.DEVICE_PLUGIN.daemonset, namespace, profile, op.DEVICE_PLUGIN.deploy_label,
                               init=init, containers=containers, volumes=vols, service_account="nvidia-device-plugin",
                               runtime_class=True, clusterpolicy_uid=uid))
-        # MPS control daemon: created with the device plugin, but only nodes labelled
-        # nvidia.com/mps.capable=true (MPS sharing configured) get a pod -> 0 pods by default.
-        mps_init = [_wait_for_toolkit(img),
-                    {"name": "mps-control-daemon-mounts", "image": img.device_plugin,
-                     "command": ["mps-control-daemon", "mount-shm"], "securityContext": {"privileged": True}}]
-        mps_ctr = {"name": "mps-control-daemon-ctr", "image": img.device_plugin, "command": ["mps-control-daemon"],
-                   "securityContext": {"privileged": True},
-                   "env": [env_field("NODE_NAME", "spec.nodeName"), env("NVIDIA_VISIBLE_DEVICES", "all"),
-                           env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
-                           env("MIG_STRATEGY", profile.mig_strategy), env("NVIDIA_MIG_MONITOR_DEVICES", "all")]}
-        out.append(_daemonset(MPS_DAEMONSET, namespace, profile, op.DEVICE_PLUGIN.deploy_label, init=mps_init,
-                              containers=[mps_ctr], volumes=[val_vol],
-                              service_account="nvidia-device-plugin-mps-control-daemon",
-                              runtime_class=True, extra_selector={"nvidia.com/mps.capable": "true"},
-                              host_pid=True, clusterpolicy_uid=uid))
+        if versions.since(versions.MPS_CONTROL_DAEMON, profile.version):
+            # MPS control daemon: created with the device plugin, but only nodes labelled
+            # nvidia.com/mps.capable=true (MPS sharing configured) get a pod -> 0 pods by default.
+            mps_init = [_wait_for_toolkit(img),
+                        {"name": "mps-control-daemon-mounts", "image": img.device_plugin,
+                         "command": ["mps-control-daemon", "mount-shm"], "securityContext": {"privileged": True}}]
+            mps_ctr = {"name": "mps-control-daemon-ctr", "image": img.device_plugin, "command": ["mps-control-daemon"],
+                       "securityContext": {"privileged": True},
+                       "env": [env_field("NODE_NAME", "spec.nodeName"), env("NVIDIA_VISIBLE_DEVICES", "all"),
+                               env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+                               env("MIG_STRATEGY", profile.mig_strategy), env("NVIDIA_MIG_MONITOR_DEVICES", "all")]}
+            out.append(_daemonset(MPS_DAEMONSET, namespace, profile, op.DEVICE_PLUGIN.deploy_label, init=mps_init,
+                                  containers=[mps_ctr], volumes=[val_vol],
+                                  service_account="nvidia-device-plugin-mps-control-daemon",
+                                  runtime_class=True, extra_selector={"nvidia.com/mps.capable": "true"},
+                                  host_pid=True, clusterpolicy_uid=uid))
 
     if enabled(op.DCGM) and spec["dcgm"]["enabled"]:
         ctr = {"name": "nvidia-dcgm-ctr", "image": img.dcgm, "imagePullPolicy": "IfNotPresent",
@@ -726,13 +634,10 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
 # ---- other operator-created objects ------------------------------------------------------
 def runtime_classes(profile: Profile, clusterpolicy_uid: str | None = None) -> list[Obj]:
     """RuntimeClasses (facts §6e): `nvidia`; + `nvidia-cdi`, `nvidia-legacy` with CDI; none with NRI."""
-    if profile.nri:
-        return []
-    names = ["nvidia"] + (["nvidia-cdi", "nvidia-legacy"] if profile.cdi else [])
     return [{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
              "metadata": _owned({"name": n, "labels": {"app.kubernetes.io/component": "gpu-operator"}},
                                 clusterpolicy_uid),
-             "handler": n} for n in names]
+             "handler": n} for n in specs.runtime_class_names(profile.cdi, profile.nri)]
 
 
 def service_accounts(profile: Profile, namespace: str, daemonsets: list[Obj],
@@ -918,6 +823,8 @@ def gfd_labels(profile: Profile, hw: GpuHardware, now: float | None = None) -> d
         "nvidia.com/mps.capable": "false",
         "nvidia.com/vgpu.present": "false",
     }
+    if not versions.since(versions.MPS_CONTROL_DAEMON, profile.version):
+        del labels["nvidia.com/mps.capable"]   # GFD labels MPS capability with the MPS control daemon's release
     replicas = profile.time_slicing_replicas or 1
     shared = replicas > 1
     # Full-GPU labels. MIG-enabled GPUs are labelled without sharing (replicas 0), like GFD does.
