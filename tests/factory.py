@@ -22,8 +22,9 @@ from gpu_conformance import operands as ops
 from gpu_conformance.cluster.podstate import pod_ready
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import GPU_PRESENT_LABEL, ClusterSnapshot, labels_of, name_of
+from gpu_conformance.gpu_operator import gpu_node
 from gpu_conformance.gpu_operator import operand_specs as specs
-from gpu_conformance.gpu_operator.hardware import BY_PRODUCT, cuda_version_for_driver
+from gpu_conformance.gpu_operator.hardware import BY_PRODUCT, GpuHardware
 from gpu_conformance.gpu_operator.releases import ComponentVersions, Images, components_for, images
 
 Obj = dict[str, Any]
@@ -40,6 +41,7 @@ HOST_DRIVER_VERSION = "580.95.05"
 NODE_OS_TAG = "ubuntu22.04"
 MIG_PROFILE = "1g.5gb"       # the mixed-strategy profile the factory uses: 7 per A100-40GB
 MIG_PER_GPU = 7
+GFD_TIMESTAMP = 1790845560
 
 
 # ---- small utilities -------------------------------------------------------------------------------
@@ -105,6 +107,15 @@ class _Ctx:
     @property
     def mig_capable(self) -> bool:
         return self.mig == "mixed" or any(p in self.product for p in ("A100", "A30", "H100", "H200"))
+
+    @property
+    def hardware(self) -> GpuHardware:
+        """The node's GPUs: the catalogue's product (an unknown one with placeholder figures), ctx.gpus of them,
+        MIG-partitioned MIG_PER_GPU x MIG_PROFILE under the mixed strategy."""
+        hw = BY_PRODUCT.get(self.product) or GpuHardware(self.product, self.product.replace("-", " "), 1, 16384,
+                                                         "undefined", 0, 0, self.mig_capable, "Standard-PC")
+        layout = ((MIG_PROFILE, MIG_PER_GPU),) if self.mig == "mixed" else ()
+        return replace(hw, count=self.gpus, mig_layout=layout, mig_capable=self.mig_capable)
 
     @property
     def driver_version(self) -> str:
@@ -228,47 +239,13 @@ def _cuda_validator_pod(ctx: _Ctx, node: str) -> Obj:
 
 # ---- nodes --------------------------------------------------------------------------------------------
 def _gpu_resources(ctx: _Ctx) -> dict[str, str]:
-    if ctx.mig == "mixed":
-        return {f"nvidia.com/mig-{MIG_PROFILE}": str(ctx.gpus * MIG_PER_GPU)}
-    name = "nvidia.com/gpu.shared" if ctx.rename_shared and ctx.replicas > 1 else "nvidia.com/gpu"
-    return {name: str(ctx.gpus * max(ctx.replicas, 1))}
+    return gpu_node.device_plugin_resources(ctx.hardware, ctx.mig, max(ctx.replicas, 1),
+                                            rename_shared=ctx.rename_shared)
 
 
 def _gfd_labels(ctx: _Ctx) -> dict[str, str]:
-    hw = BY_PRODUCT.get(ctx.product)
-    mem, family, major, minor = ((hw.memory_mib, hw.family, str(hw.compute_major), str(hw.compute_minor)) if hw
-                                 else (16384, "undefined", "0", "0"))
-    shared = ctx.replicas > 1
-    cuda_major, cuda_minor = cuda_version_for_driver(ctx.driver_version).split(".")
-    drv = ctx.driver_version.split(".")
-    labels = {
-        "nvidia.com/gpu.product": ctx.product + ("-SHARED" if shared and not ctx.rename_shared else ""),
-        "nvidia.com/gpu.count": str(ctx.gpus), "nvidia.com/gpu.memory": str(mem),
-        "nvidia.com/gpu.replicas": str(max(ctx.replicas, 1)),
-        "nvidia.com/gpu.sharing-strategy": "time-slicing" if shared else "none",
-        "nvidia.com/gpu.family": family, "nvidia.com/gpu.compute.major": major,
-        "nvidia.com/gpu.compute.minor": minor, "nvidia.com/gpu.machine": "Standard-PC",
-        "nvidia.com/gpu.mode": "compute",
-        "nvidia.com/cuda.driver-version.major": drv[0], "nvidia.com/cuda.driver-version.minor": drv[1],
-        "nvidia.com/cuda.driver-version.revision": drv[2] if len(drv) > 2 else "0",
-        "nvidia.com/cuda.driver-version.full": ctx.driver_version,
-        "nvidia.com/cuda.driver.major": drv[0], "nvidia.com/cuda.driver.minor": drv[1],
-        "nvidia.com/cuda.driver.rev": drv[2] if len(drv) > 2 else "0",
-        "nvidia.com/cuda.runtime-version.major": cuda_major, "nvidia.com/cuda.runtime-version.minor": cuda_minor,
-        "nvidia.com/cuda.runtime-version.full": f"{cuda_major}.{cuda_minor}",
-        "nvidia.com/mig.capable": str(ctx.mig_capable).lower(), "nvidia.com/mps.capable": "false",
-        "nvidia.com/vgpu.present": "false", "nvidia.com/gfd.timestamp": "1790845560",
-    }
-    if not versions.since(versions.MPS_CONTROL_DAEMON, ctx.v):   # GFD labels MPS capability with it
-        del labels["nvidia.com/mps.capable"]
-    if ctx.mig != "none":
-        labels["nvidia.com/mig.strategy"] = ctx.mig
-    if ctx.mig == "mixed":
-        p = f"nvidia.com/mig-{MIG_PROFILE}"
-        labels.update({f"{p}.count": str(ctx.gpus * MIG_PER_GPU), f"{p}.memory": "4864",
-                       f"{p}.product": f"{ctx.product}-MIG-{MIG_PROFILE}", f"{p}.multiprocessors": "14",
-                       f"{p}.replicas": "1", f"{p}.slices.gi": "1", f"{p}.slices.ci": "1"})
-    return labels
+    return gpu_node.gfd_labels(ctx.hardware, ctx.driver_version, ctx.v, ctx.mig, max(ctx.replicas, 1),
+                               GFD_TIMESTAMP, rename_shared=ctx.rename_shared)
 
 
 def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:

@@ -15,6 +15,7 @@ from factory import healthy_snapshot
 from gpu_conformance.cluster.snapshot import name_of
 from gpu_conformance.gpu_operator import operand_specs as specs
 from gpu_conformance.gpu_operator.releases import COMPONENTS, components_for, images
+from gpu_conformance.operands import GFD
 from gpu_conformance.sim import install
 from gpu_conformance.sim.profiles import PROFILES
 
@@ -72,3 +73,18 @@ def test_the_factory_keeps_every_validator_stage_of_its_release() -> None:
         ds = next(d for d in healthy_snapshot(version).daemonsets if name_of(d) == "nvidia-operator-validator")
         inits = tuple(c["name"] for c in ds["spec"]["template"]["spec"]["initContainers"])
         assert inits == specs.validator_init_containers(version, gds_enabled=True, gdrcopy_enabled=True)
+
+
+@pytest.mark.parametrize(("profile_name", "kw"), [
+    ("default", {"gpu_product": "NVIDIA-H100-80GB-HBM3", "gpus_per_node": 8}),
+    ("time-slicing", {"gpu_product": "Tesla-T4", "gpus_per_node": 4, "time_slicing_replicas": 4}),
+])
+def test_the_factory_and_the_simulator_label_and_advertise_a_gpu_node_alike(profile_name: str, kw: dict) -> None:
+    profile = PROFILES[profile_name]
+    plan = install.build(profile, gpu_nodes=["gpu-node-0"], now=0).gpu_nodes[0]
+    sim_gfd = plan.operand_labels[GFD.key]
+    node = next(n for n in healthy_snapshot(profile.operator_version, **kw).nodes if name_of(n) == "gpu-node-1")
+    labels = node["metadata"]["labels"]
+    skip = {"nvidia.com/gfd.timestamp", "nvidia.com/gpu.machine"}   # the factory's nodes are other machines
+    assert {k: labels.get(k) for k in sim_gfd if k not in skip} == {k: v for k, v in sim_gfd.items() if k not in skip}
+    assert {k: v for k, v in node["status"]["capacity"].items() if k.startswith("nvidia.com/")} == plan.gpu_resources

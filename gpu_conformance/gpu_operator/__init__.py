@@ -2,7 +2,8 @@
 sim/profiles.py) and by the unit tests' snapshot factory (tests/factory.py), so the two cannot drift apart.
 
 `releases` holds each release's Helm default image tags and the image references built from them; `hardware` the
-GPUs a node can carry (what NVML reports, what the driver branch's CUDA version is); `operand_specs` what the
+GPUs a node can carry (what NVML reports, what the driver branch's CUDA version is); `gpu_node` the GFD
+labels and extended resources a GPU node shows once GFD and the device plugin run; `operand_specs` what the
 operator renders into its operands for a release and a ClusterPolicy (validator stages, device plugin and toolkit
 env, RuntimeClasses, the ClusterPolicy's ready status). Nothing here talks to a cluster.
 """

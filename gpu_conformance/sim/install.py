@@ -24,8 +24,9 @@ import yaml
 
 from gpu_conformance import operands as op
 from gpu_conformance import versions
+from gpu_conformance.gpu_operator import gpu_node
 from gpu_conformance.gpu_operator import operand_specs as specs
-from gpu_conformance.gpu_operator.hardware import A100_40GB_MIG, GpuHardware, MigProfile
+from gpu_conformance.gpu_operator.hardware import GpuHardware
 from gpu_conformance.gpu_operator.operand_specs import MPS_DAEMONSET, env, validator_init_containers
 from gpu_conformance.gpu_operator.releases import Images
 from gpu_conformance.gpu_operator.releases import images as release_images
@@ -37,8 +38,6 @@ Obj = dict[str, Any]
 CLUSTERPOLICY_NAME = "cluster-policy"
 CLUSTERPOLICY_API_VERSION = "nvidia.com/v1"
 RELEASE = "gpu-operator"  # Helm release name; NFD object names derive from it
-GPU_RESOURCE = "nvidia.com/gpu"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 NFD_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 PRIORITY_CLASS = "system-node-critical"
@@ -804,57 +803,8 @@ def operator_node_labels(profile: Profile, hw: GpuHardware) -> dict[str, str]:
 
 def gfd_labels(profile: Profile, hw: GpuHardware, now: float | None = None) -> dict[str, str]:
     """The labels GPU Feature Discovery publishes for the node's GPUs (facts §5; DP internal/lm)."""
-    driver = profile.driver_version
-    parts = driver.split(".")
-    cuda_major, cuda_minor = profile.cuda_version.split(".")
-    labels = {
-        "nvidia.com/cuda.driver.major": parts[0], "nvidia.com/cuda.driver.minor": parts[1],
-        "nvidia.com/cuda.driver.rev": parts[2] if len(parts) > 2 else "",
-        "nvidia.com/cuda.driver-version.major": parts[0], "nvidia.com/cuda.driver-version.minor": parts[1],
-        "nvidia.com/cuda.driver-version.revision": parts[2] if len(parts) > 2 else "",
-        "nvidia.com/cuda.driver-version.full": driver,
-        "nvidia.com/cuda.runtime.major": cuda_major, "nvidia.com/cuda.runtime.minor": cuda_minor,
-        "nvidia.com/cuda.runtime-version.major": cuda_major, "nvidia.com/cuda.runtime-version.minor": cuda_minor,
-        "nvidia.com/cuda.runtime-version.full": profile.cuda_version,
-        "nvidia.com/gfd.timestamp": str(int(now if now is not None else time.time())),
-        "nvidia.com/gpu.machine": hw.machine,
-        "nvidia.com/gpu.mode": "compute",
-        "nvidia.com/mig.capable": str(hw.mig_capable).lower(),
-        "nvidia.com/mps.capable": "false",
-        "nvidia.com/vgpu.present": "false",
-    }
-    if not versions.since(versions.MPS_CONTROL_DAEMON, profile.version):
-        del labels["nvidia.com/mps.capable"]   # GFD labels MPS capability with the MPS control daemon's release
-    replicas = profile.time_slicing_replicas or 1
-    shared = replicas > 1
-    # Full-GPU labels. MIG-enabled GPUs are labelled without sharing (replicas 0), like GFD does.
-    labels.update({
-        "nvidia.com/gpu.product": hw.product + ("-SHARED" if shared and not hw.mig_enabled else ""),
-        "nvidia.com/gpu.count": str(hw.count),
-        "nvidia.com/gpu.replicas": "0" if hw.mig_enabled else str(replicas),
-        "nvidia.com/gpu.sharing-strategy": "time-slicing" if shared and not hw.mig_enabled else "none",
-        "nvidia.com/gpu.memory": str(hw.memory_mib),
-        "nvidia.com/gpu.family": hw.family,
-        "nvidia.com/gpu.compute.major": str(hw.compute_major),
-        "nvidia.com/gpu.compute.minor": str(hw.compute_minor),
-    })
-    if profile.mig_strategy != "none":
-        labels["nvidia.com/mig.strategy"] = profile.mig_strategy
-    if hw.mig_enabled and profile.mig_strategy == "mixed":
-        for name, per_gpu in hw.mig_layout:
-            labels.update(_mig_labels(f"{MIG_RESOURCE_PREFIX}{name}", hw, A100_40GB_MIG[name], per_gpu * hw.count))
-    elif hw.mig_enabled and profile.mig_strategy == "single":
-        name, per_gpu = hw.mig_layout[0]
-        labels.update(_mig_labels(GPU_RESOURCE, hw, A100_40GB_MIG[name], per_gpu * hw.count))
-    return labels
-
-
-def _mig_labels(resource: str, hw: GpuHardware, mig: MigProfile, count: int) -> dict[str, str]:
-    attrs = {"count": count, "replicas": 1, "sharing-strategy": "none", "product": f"{hw.product}-MIG-{mig.name}",
-             "memory": mig.memory_mb, "multiprocessors": mig.multiprocessors, "slices.gi": mig.slices_gi,
-             "slices.ci": mig.slices_ci, "engines.copy": mig.engines_copy, "engines.decoder": mig.engines_decoder,
-             "engines.encoder": mig.engines_encoder, "engines.jpeg": mig.engines_jpeg, "engines.ofa": mig.engines_ofa}
-    return {f"{resource}.{k}": str(v) for k, v in attrs.items()}
+    return gpu_node.gfd_labels(hw, profile.driver_version, profile.version, profile.mig_strategy,
+                               profile.time_slicing_replicas or 1, int(now if now is not None else time.time()))
 
 
 def mig_manager_labels(profile: Profile, hw: GpuHardware) -> dict[str, str]:
@@ -866,12 +816,7 @@ def mig_manager_labels(profile: Profile, hw: GpuHardware) -> dict[str, str]:
 
 def device_plugin_resources(profile: Profile, hw: GpuHardware) -> dict[str, str]:
     """Extended resources the device plugin registers with kubelet for this node (facts §6a)."""
-    replicas = profile.time_slicing_replicas or 1
-    if hw.mig_enabled and profile.mig_strategy == "mixed":
-        return {f"{MIG_RESOURCE_PREFIX}{name}": str(n * hw.count) for name, n in hw.mig_layout}
-    if hw.mig_enabled and profile.mig_strategy == "single":
-        return {GPU_RESOURCE: str(sum(n for _, n in hw.mig_layout) * hw.count)}
-    return {GPU_RESOURCE: str(hw.count * replicas)}
+    return gpu_node.device_plugin_resources(hw, profile.mig_strategy, profile.time_slicing_replicas or 1)
 
 
 # ---- the whole install -------------------------------------------------------------------
