@@ -114,8 +114,9 @@ class _Ctx:
         MIG-partitioned MIG_PER_GPU x MIG_PROFILE under the mixed strategy."""
         hw = BY_PRODUCT.get(self.product) or GpuHardware(self.product, self.product.replace("-", " "), 1, 16384,
                                                          "undefined", 0, 0, self.mig_capable, "Standard-PC")
-        layout = ((MIG_PROFILE, MIG_PER_GPU),) if self.mig == "mixed" else ()
-        return replace(hw, count=self.gpus, mig_layout=layout, mig_capable=self.mig_capable)
+        if self.mig == "mixed":
+            hw = replace(hw, mig_layout=((MIG_PROFILE, MIG_PER_GPU),), mig_config=f"all-{MIG_PROFILE}")
+        return replace(hw, count=self.gpus, mig_capable=self.mig_capable)
 
     @property
     def driver_version(self) -> str:
@@ -259,18 +260,12 @@ def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
                 "hugepages-2Mi": "0"}
     if gpu:
         labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
-        labels[GPU_PRESENT_LABEL] = "true"
-        for key in ops.expected_deploy_labels(ctx.v, ctx.mig_capable):
-            labels[key] = "true"
-        if ctx.driver == "pre-installed":
-            labels[ops.DRIVER.deploy_label] = "pre-installed"
-        if ctx.driver in ("operator", "crd"):
-            labels["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-done"
+        labels.update(gpu_node.operator_node_labels(ctx.v, ctx.hardware, mig_manager=True,
+                                                    driver_pre_installed=ctx.driver == "pre-installed",
+                                                    driver_pods=ctx.driver in ("operator", "crd")))
         if ctx.gfd:
             labels.update(_gfd_labels(ctx))
-        if ctx.mig_capable and ctx.v >= (23, 3, 0):   # the MIG manager writes mig.config from v23.3
-            labels["nvidia.com/mig.config"] = "all-1g.5gb" if ctx.mig == "mixed" else "all-disabled"
-            labels["nvidia.com/mig.config.state"] = "success"
+        labels.update(gpu_node.mig_manager_labels(ctx.v, ctx.hardware, True))
         if ctx.device_plugin:
             capacity.update(_gpu_resources(ctx))
     allocatable = {**capacity, "cpu": "15800m", "memory": "63643476Ki"}
@@ -324,8 +319,7 @@ def _cluster_policy(ctx: _Ctx) -> Obj:
         "gds": {"enabled": False}, "gdrcopy": {"enabled": False},
         "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
     }
-    if ctx.v >= (23, 3, 0):
-        # spec.cdi arrived with v23.3 (api/v1/clusterpolicy_types.go CDIConfigSpec); v22.9 has no such field.
+    if versions.since(versions.CDI_SPEC, ctx.v):
         spec["cdi"] = cdi
     return {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
@@ -1062,11 +1056,6 @@ def add_mps_control_daemon(snapshot: ClusterSnapshot, nodes: list[str]) -> Obj:
 DRA_VERSION = "v26.7.0"
 DRA_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
 DRA_DRIVER = "gpu.nvidia.com"
-# gpuClusterStateLabels (controllers/state_manager.go): the deploy labels of the GPUCluster stack.
-GPUCLUSTER_DEPLOY_LABELS = ("nvidia.com/gpu.deploy.driver", "nvidia.com/gpu.deploy.dra-driver",
-                            "nvidia.com/gpu.deploy.dra-validator", "nvidia.com/gpu.deploy.dcgm-dra",
-                            "nvidia.com/gpu.deploy.dcgm-exporter-dra")
-_GPU_MEMORY = {"Tesla-T4": 15360, "NVIDIA-A100-SXM4-40GB": 40960}
 
 
 def _dra_ctx(snapshot: ClusterSnapshot) -> _Ctx:
@@ -1095,6 +1084,11 @@ def _device_classes() -> list[Obj]:
             dc("vfio.gpu.nvidia.com", sel.format("vfio"))]
 
 
+def _gpu_memory_mib(product: str) -> int:
+    hw = BY_PRODUCT.get(product)
+    return hw.memory_mib if hw else BY_PRODUCT["Tesla-T4"].memory_mib
+
+
 def gpu_uuid(node_name: str, index: int) -> str:
     h = hashlib.sha256(f"{node_name}/{index}".encode()).hexdigest()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
@@ -1108,7 +1102,7 @@ def resource_slice(node_name: str, gpus: int, product: str = "Tesla-T4", generat
                                "brand": {"string": "Nvidia"}, "architecture": {"string": "Turing"},
                                "driverVersion": {"version": HOST_DRIVER_VERSION},
                                "cudaComputeCapability": {"version": "7.5.0"}},
-                "capacity": {"memory": {"value": f"{_GPU_MEMORY.get(product, 15360)}Mi"}}}
+                "capacity": {"memory": {"value": f"{_gpu_memory_mib(product)}Mi"}}}
                for i in range(gpus)]
     name = f"{node_name}-{DRA_DRIVER}-{_suffix(node_name, 'slice')}"
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
@@ -1230,7 +1224,7 @@ def healthy_gpucluster_snapshot(gpu_nodes: int = 3, gpus_per_node: int = 1) -> C
         for k in [k for k in labels if k.startswith("nvidia.com/gpu.deploy.")]:
             del labels[k]
         if k_gpu := labels.get(GPU_PRESENT_LABEL):
-            labels.update({k: "true" for k in GPUCLUSTER_DEPLOY_LABELS} if k_gpu == "true" else {})
+            labels.update({k: "true" for k in ops.GPUCLUSTER_DEPLOY_LABELS} if k_gpu == "true" else {})
     snap.gpu_clusters = [gpucluster()]
     owner = _owner("GPUCluster", "gpu-cluster", _uid("gpucluster", "gpu-cluster"), "nvidia.com/v1alpha1")
     _add_dra_driver(refresh(snap), owner, gpus_per_node, "Tesla-T4")

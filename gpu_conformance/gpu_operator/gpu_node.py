@@ -1,5 +1,6 @@
-"""What a GPU node shows once GFD and the device plugin run on it: GPU Feature Discovery's labels (facts §5;
-k8s-device-plugin internal/lm) and the extended resources the device plugin advertises (facts §6a).
+"""What a GPU node shows once the operator labelled it and its operands run: the operator's and the MIG
+manager's labels (facts §2), GPU Feature Discovery's (facts §5; k8s-device-plugin internal/lm) and the extended
+resources the device plugin advertises (facts §6a).
 
 Read by the simulated operator (sim/install.py) and tests/factory.py: both follow from the node's hardware, the
 driver it runs, the operator release and the device plugin's sharing and MIG settings.
@@ -7,8 +8,9 @@ driver it runs, the operator release and the device plugin's sharing and MIG set
 
 from __future__ import annotations
 
+from gpu_conformance import operands as op
 from gpu_conformance import versions
-from gpu_conformance.cluster.snapshot import GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from gpu_conformance.cluster.snapshot import GPU_PRESENT_LABEL, GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from gpu_conformance.gpu_operator.hardware import A100_40GB_MIG, GpuHardware, MigProfile, cuda_version_for_driver
 from gpu_conformance.versions import Version
 
@@ -80,3 +82,31 @@ def device_plugin_resources(hw: GpuHardware, mig_strategy: str, replicas: int, *
         return {GPU_RESOURCE: str(sum(n for _, n in hw.mig_layout) * hw.count)}
     name = f"{GPU_RESOURCE}.shared" if rename_shared and replicas > 1 else GPU_RESOURCE
     return {name: str(hw.count * replicas)}
+
+
+def operator_node_labels(operator_version: Version | str, hw: GpuHardware, *, mig_manager: bool,
+                         driver_pre_installed: bool, driver_pods: bool) -> dict[str, str]:
+    """Labels the operator puts on a GPU node of the ClusterPolicy stack: gpu.present, the deploy labels, the MIG
+    config request. driver_pre_installed: k8s-driver-manager found a working host driver; driver_pods: the
+    operator's driver container runs here (its upgrade controller labels the node)."""
+    labels = {GPU_PRESENT_LABEL: "true"}
+    for key in op.expected_deploy_labels(operator_version, hw.mig_capable):
+        labels[key] = "true"
+    if driver_pre_installed:
+        # k8s-driver-manager found a working host driver and disabled the driver container here.
+        labels[op.DRIVER.deploy_label] = "pre-installed"
+    if _mig_configured(operator_version, hw, mig_manager):
+        labels["nvidia.com/mig.config"] = hw.mig_config
+    if driver_pods:
+        labels["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-done"
+    return labels
+
+
+def mig_manager_labels(operator_version: Version | str, hw: GpuHardware, mig_manager: bool) -> dict[str, str]:
+    """mig-manager reports the applied config on the nodes it runs on."""
+    return {"nvidia.com/mig.config.state": "success"} if _mig_configured(operator_version, hw, mig_manager) else {}
+
+
+def _mig_configured(operator_version: Version | str, hw: GpuHardware, mig_manager: bool) -> bool:
+    v = versions.parse_or_newest(operator_version) if isinstance(operator_version, str) else operator_version
+    return mig_manager and hw.mig_capable and bool(versions.since(versions.MIG_CONFIG_LABEL, v))

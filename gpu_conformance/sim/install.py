@@ -785,20 +785,12 @@ def nfd_labels(profile: Profile, gpu: bool) -> dict[str, str]:
 
 def operator_node_labels(profile: Profile, hw: GpuHardware) -> dict[str, str]:
     """Labels the operator puts on a GPU node: gpu.present, deploy labels, MIG config request."""
-    labels = {"nvidia.com/gpu.present": "true"}
     if not profile.has_clusterpolicy:
         # The GPUCluster stack's own deploy labels (controllers/state_manager.go gpuClusterStateLabels).
-        return {**labels, **dict.fromkeys(dra.GPUCLUSTER_DEPLOY_LABELS, "true")}
-    for key in op.expected_deploy_labels(profile.operator_version, hw.mig_capable):
-        labels[key] = "true"
-    if profile.driver_pre_installed:
-        # k8s-driver-manager found a working host driver and disabled the driver container here.
-        labels[op.DRIVER.deploy_label] = "pre-installed"
-    if profile.mig_manager_enabled and hw.mig_capable:
-        labels["nvidia.com/mig.config"] = hw.mig_config
-    if profile.driver_pods_expected:
-        labels["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-done"
-    return labels
+        return {"nvidia.com/gpu.present": "true", **dict.fromkeys(op.GPUCLUSTER_DEPLOY_LABELS, "true")}
+    return gpu_node.operator_node_labels(profile.operator_version, hw, mig_manager=profile.mig_manager_enabled,
+                                         driver_pre_installed=profile.driver_pre_installed,
+                                         driver_pods=profile.driver_pods_expected)
 
 
 def gfd_labels(profile: Profile, hw: GpuHardware, now: float | None = None) -> dict[str, str]:
@@ -809,9 +801,7 @@ def gfd_labels(profile: Profile, hw: GpuHardware, now: float | None = None) -> d
 
 def mig_manager_labels(profile: Profile, hw: GpuHardware) -> dict[str, str]:
     """mig-manager reports the applied config on the nodes it runs on."""
-    if profile.mig_manager_enabled and hw.mig_capable:
-        return {"nvidia.com/mig.config.state": "success"}
-    return {}
+    return gpu_node.mig_manager_labels(profile.operator_version, hw, profile.mig_manager_enabled)
 
 
 def device_plugin_resources(profile: Profile, hw: GpuHardware) -> dict[str, str]:
