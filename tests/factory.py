@@ -381,24 +381,26 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
     img, ns = ctx.images, ctx.ns
     cp_owner = _owner("ClusterPolicy", "cluster-policy", ctx.cp_uid, "nvidia.com/v1")
     val = ctx.validator_image
-    tk_validation = _container("toolkit-validation", val, command=["sh", "-c"],
-                               args=["until [ -f /run/nvidia/validations/toolkit-ready ]; do echo waiting for "
-                                     "nvidia container stack to be setup; sleep 5; done"])
+    tk_validation = _container("toolkit-validation", val, command=["sh", "-c"], args=list(specs.TOOLKIT_GATE_ARGS))
 
     def sel(op: ops.Operand) -> dict[str, str]:
         return {op.deploy_label: "true"}
 
     def lab(op: ops.Operand, **extra: str) -> dict[str, str]:
-        return {"app": op.app, "app.kubernetes.io/managed-by": "gpu-operator", "helm.sh/chart": "gpu-operator-"
-                + ctx.version, **extra}
+        return {"app": op.app, **specs.daemonset_labels(ctx.version), **extra}
 
     def nri_ann(*ctrs: str) -> dict[str, str] | None:
         return {f"nvidia.cdi.k8s.io/container.{x}": "management.nvidia.com/gpu=all" for x in ctrs} if ctx.nri \
             else None
 
+    spec = _cluster_policy(ctx)["spec"]
+
+    def enabled(operand: ops.Operand) -> bool:
+        # Which operands a ClusterPolicy deploys: the same rule the simulated operator follows.
+        return ops.operand_enabled(operand, spec)
+
     out: list[Obj] = []
-    # v22.9-v23.6 driver DaemonSets and pods carry only app=nvidia-driver-daemonset (no component label).
-    comp_label = dict([ops.DRIVER_COMPONENT_LABEL]) if versions.since(versions.DRIVER_COMPONENT_LABEL, ctx.v) else {}
+    driver_labels = specs.driver_daemonset_labels(ctx.v)
     driver_inits = [_container("k8s-driver-manager", img.driver_manager,
                                {"NODE_NAME": "", "ENABLE_GPU_POD_EVICTION": "true"}, command=["driver-manager"],
                                args=["uninstall_driver"])]
@@ -407,17 +409,16 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
                               startupProbe={"exec": {"command": ["sh", "/usr/local/bin/startup-probe.sh"]},
                                             "initialDelaySeconds": 60, "periodSeconds": 10,
                                             "failureThreshold": 120, "timeoutSeconds": 60})]
-    if ctx.driver in ("operator", "pre-installed"):
-        out.append(_daemonset(ctx, ops.DRIVER.daemonset, lab(ops.DRIVER, **comp_label, **{
-            "nvidia.com/precompiled": "false"}), sel(ops.DRIVER), driver_inits, driver_ctrs, owner=cp_owner,
-            on_delete=True))
+    if enabled(ops.DRIVER):   # off for a host driver and under the NVIDIADriver CRD
+        out.append(_daemonset(ctx, ops.DRIVER.daemonset, lab(ops.DRIVER, **driver_labels), sel(ops.DRIVER),
+                              driver_inits, driver_ctrs, owner=cp_owner, on_delete=True))
     elif ctx.driver == "crd":
         nvd = _owner("NVIDIADriver", "default", _uid("nvidiadriver", "default"), "nvidia.com/v1alpha1")
-        ds = _daemonset(ctx, DRIVER_CRD_DS, {"app": DRIVER_CRD_DS, **comp_label, "nvidia.com/precompiled": "false",
-                                             "nvidia.com/node.os-version": "ubuntu22.04"},
+        ds = _daemonset(ctx, DRIVER_CRD_DS, {"app": DRIVER_CRD_DS, **driver_labels,
+                                             "nvidia.com/node.os-version": NODE_OS_TAG},
                         sel(ops.DRIVER), driver_inits, driver_ctrs, owner=nvd, on_delete=True)
         out.append(ds)
-    if ctx.toolkit:
+    if enabled(ops.TOOLKIT):
         out.append(_daemonset(ctx, ops.TOOLKIT.daemonset, lab(ops.TOOLKIT), sel(ops.TOOLKIT),
                               [_container("driver-validation", val, {"COMPONENT": "driver", "WITH_WAIT": "true"},
                                           command=["sh", "-c"], args=["nvidia-validator"])],
@@ -429,10 +430,8 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
     for name in ctx.validator_inits:
         env = {"COMPONENT": name.removesuffix("-validation"), "WITH_WAIT": str(name == "driver-validation").lower()}
         if name == "plugin-validation":
-            # The chart's validator.plugin.env set WITH_WORKLOAD=true through v23.3 (values.yaml), so plugin-validation
-            # then ran a pod asking for one GPU (nvidia-device-plugin-validator); false from v23.6.
-            workload = "true" if ctx.v < (23, 6, 0) else "false"
-            env.update({"WITH_WORKLOAD": workload, "MIG_STRATEGY": ctx.mig, "OPERATOR_NAMESPACE": ns})
+            env.update({"WITH_WORKLOAD": specs.plugin_validation_workload(ctx.v), "MIG_STRATEGY": ctx.mig,
+                        "OPERATOR_NAMESPACE": ns})
         if name == "cuda-validation":
             env.update({"OPERATOR_NAMESPACE": ns, "VALIDATOR_IMAGE": val,
                         "VALIDATOR_RUNTIME_CLASS": ctx.runtime_class or ""})
@@ -443,7 +442,7 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
                                                args=specs.validator_main_args(ctx.v))],
                           runtime_class=ctx.runtime_class, owner=cp_owner,
                           annotations=nri_ann("driver-validation", "toolkit-validation")))
-    if ctx.device_plugin:
+    if enabled(ops.DEVICE_PLUGIN):
         plugin_img = img.device_plugin
         dp_env = specs.device_plugin_env(ctx.v, ctx.mig, ctx.cdi, ctx.sharing_config is not None)
         inits, ctrs = [tk_validation], [_container("nvidia-device-plugin", plugin_img, dp_env,
@@ -462,7 +461,7 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
                                   {ops.DEVICE_PLUGIN.deploy_label: "true", "nvidia.com/mps.capable": "true"},
                                   [tk_validation], [_container("mps-control-daemon-ctr", plugin_img)],
                                   runtime_class=ctx.runtime_class, owner=cp_owner))
-    if ctx.gfd:
+    if enabled(ops.GFD):
         gfd_img = img.gfd
         out.append(_daemonset(ctx, ops.GFD.daemonset, lab(ops.GFD, **{"app.kubernetes.io/part-of": "nvidia-gpu"}),
                               sel(ops.GFD), [tk_validation],
@@ -471,17 +470,19 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
                                            "MIG_STRATEGY": ctx.mig}, command=["gpu-feature-discovery"])],
                               runtime_class=ctx.runtime_class, owner=cp_owner,
                               annotations=nri_ann("gpu-feature-discovery")))
-    out.append(_daemonset(ctx, ops.DCGM_EXPORTER.daemonset, lab(ops.DCGM_EXPORTER), sel(ops.DCGM_EXPORTER),
-                          [tk_validation],
-                          [_container("nvidia-dcgm-exporter", img.dcgm_exporter,
-                                      {"DCGM_EXPORTER_LISTEN": ":9400", "DCGM_EXPORTER_KUBERNETES": "true"},
-                                      ports=[{"name": "metrics", "containerPort": 9400}])],
-                          runtime_class=ctx.runtime_class, owner=cp_owner,
-                          annotations=nri_ann("nvidia-dcgm-exporter")))
-    out.append(_daemonset(ctx, ops.MIG_MANAGER.daemonset, lab(ops.MIG_MANAGER), sel(ops.MIG_MANAGER),
-                          [tk_validation],
-                          [_container("nvidia-mig-manager", img.mig_manager, {"WITH_REBOOT": "false"})],
-                          runtime_class=ctx.runtime_class, owner=cp_owner))
+    if enabled(ops.DCGM_EXPORTER):
+        out.append(_daemonset(ctx, ops.DCGM_EXPORTER.daemonset, lab(ops.DCGM_EXPORTER), sel(ops.DCGM_EXPORTER),
+                              [tk_validation],
+                              [_container("nvidia-dcgm-exporter", img.dcgm_exporter,
+                                          {"DCGM_EXPORTER_LISTEN": ":9400", "DCGM_EXPORTER_KUBERNETES": "true"},
+                                          ports=[{"name": "metrics", "containerPort": 9400}])],
+                              runtime_class=ctx.runtime_class, owner=cp_owner,
+                              annotations=nri_ann("nvidia-dcgm-exporter")))
+    if enabled(ops.MIG_MANAGER):
+        out.append(_daemonset(ctx, ops.MIG_MANAGER.daemonset, lab(ops.MIG_MANAGER), sel(ops.MIG_MANAGER),
+                              [tk_validation],
+                              [_container("nvidia-mig-manager", img.mig_manager, {"WITH_REBOOT": "false"})],
+                              runtime_class=ctx.runtime_class, owner=cp_owner))
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_conformance import operands as op
 from gpu_conformance import versions
 from gpu_conformance.versions import Version, parse_or_newest
 
@@ -19,6 +20,11 @@ Obj = dict[str, Any]
 # nvidia.com/mps.capable=true.
 MPS_DAEMONSET = "nvidia-device-plugin-mps-control-daemon"
 CLUSTERPOLICY_READY_MESSAGE = "ClusterPolicy is ready as all resources have been successfully reconciled"
+# Where the validator leaves its *-ready files, which the other operands wait for.
+VALIDATIONS_DIR = "/run/nvidia/validations"
+# The shell gate the operands after the toolkit run first: toolkit-ready is written by the validator.
+TOOLKIT_GATE_ARGS = (f"until [ -f {VALIDATIONS_DIR}/toolkit-ready ]; do echo waiting for nvidia container stack to "
+                     "be setup; sleep 5; done",)
 
 
 def env(name: str, value: str) -> Obj:
@@ -50,6 +56,22 @@ def validator_init_containers(operator_version: str, device_plugin_enabled: bool
     if not device_plugin_enabled:
         names.remove("plugin-validation")
     return tuple(names)
+
+
+def daemonset_labels(chart_version: str) -> dict[str, str]:
+    """spec.daemonsets.labels as the chart renders them: on every operand DaemonSet and its pods."""
+    return {"helm.sh/chart": f"gpu-operator-{chart_version}", "app.kubernetes.io/managed-by": "gpu-operator"}
+
+
+def driver_daemonset_labels(version: Version) -> dict[str, str]:
+    """The driver DaemonSet's own labels: its component (from v23.9) and whether it runs precompiled modules."""
+    component = dict([op.DRIVER_COMPONENT_LABEL]) if versions.since(versions.DRIVER_COMPONENT_LABEL, version) else {}
+    return {**component, "nvidia.com/precompiled": "false"}
+
+
+def plugin_validation_workload(version: Version) -> str:
+    """WITH_WORKLOAD of plugin-validation: whether it runs a pod that asks for a GPU."""
+    return "false" if versions.since(versions.PLUGIN_VALIDATION_NO_WORKLOAD, version) else "true"
 
 
 def validator_main_args(version: Version) -> list[str]:

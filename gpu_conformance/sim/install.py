@@ -27,7 +27,12 @@ from gpu_conformance import versions
 from gpu_conformance.gpu_operator import gpu_node
 from gpu_conformance.gpu_operator import operand_specs as specs
 from gpu_conformance.gpu_operator.hardware import GpuHardware
-from gpu_conformance.gpu_operator.operand_specs import MPS_DAEMONSET, env, validator_init_containers
+from gpu_conformance.gpu_operator.operand_specs import (
+    MPS_DAEMONSET,
+    VALIDATIONS_DIR,
+    env,
+    validator_init_containers,
+)
 from gpu_conformance.gpu_operator.releases import Images
 from gpu_conformance.gpu_operator.releases import images as release_images
 from gpu_conformance.sim import dra
@@ -41,7 +46,6 @@ RELEASE = "gpu-operator"  # Helm release name; NFD object names derive from it
 NFD_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 PRIORITY_CLASS = "system-node-critical"
-VALIDATIONS_DIR = "/run/nvidia/validations"
 
 
 
@@ -126,20 +130,19 @@ def crds(profile: Profile | None = None) -> list[Obj]:
 def clusterpolicy_spec(profile: Profile) -> Obj:
     """The spec Helm renders from the profile's values (only the switches and images that matter)."""
     c = profile.components
-    chart = f"gpu-operator-{c.operator}"
     spec: Obj = {
         "operator": {"defaultRuntime": "containerd", "runtimeClass": "nvidia",
                      "initContainer": {"repository": "nvcr.io/nvidia", "image": "cuda",
                                        "version": "13.0.1-base-ubi9"}},
         "daemonsets": {
-            "labels": {"helm.sh/chart": chart, "app.kubernetes.io/managed-by": "gpu-operator"},
+            "labels": specs.daemonset_labels(c.operator),
             "priorityClassName": PRIORITY_CLASS,
             "tolerations": [GPU_TOLERATION],
             "updateStrategy": "RollingUpdate",
             "rollingUpdate": {"maxUnavailable": "1"},
         },
         "validator": {"repository": c.validator_repository, "image": c.validator_image, "version": c.operator,
-                      "plugin": {"env": [env("WITH_WORKLOAD", "false")]}},
+                      "plugin": {"env": [env("WITH_WORKLOAD", specs.plugin_validation_workload(profile.version))]}},
         "mig": {"strategy": profile.mig_strategy},
         "psa": {"enabled": False},
         "cdi": {"enabled": profile.cdi},
@@ -318,7 +321,8 @@ def _validation_env(component: str, profile: Profile, img: Images) -> list[Obj]:
             out.append(env("VALIDATOR_RUNTIME_CLASS", "nvidia"))
         return out
     # plugin
-    out = [env("COMPONENT", "plugin"), env("WITH_WAIT", "false"), env("WITH_WORKLOAD", "false"),
+    out = [env("COMPONENT", "plugin"), env("WITH_WAIT", "false"),
+           env("WITH_WORKLOAD", specs.plugin_validation_workload(profile.version)),
            env("MIG_STRATEGY", profile.mig_strategy), env_field("NODE_NAME", "spec.nodeName"),
            env_field("OPERATOR_NAMESPACE", "metadata.namespace"), env("VALIDATOR_IMAGE", img.validator),
            env("VALIDATOR_IMAGE_PULL_POLICY", "IfNotPresent")]
@@ -338,8 +342,7 @@ def _wait_for_toolkit(img: Images) -> Obj:
     """The shell gate operands run before starting: toolkit-ready is written by the validator."""
     return {"name": "toolkit-validation", "image": img.validator, "imagePullPolicy": "IfNotPresent",
             "command": ["sh", "-c"],
-            "args": [f"until [ -f {VALIDATIONS_DIR}/toolkit-ready ]; do echo waiting for nvidia container "
-                     "stack to be setup; sleep 5; done"],
+            "args": list(specs.TOOLKIT_GATE_ARGS),
             "securityContext": {"privileged": True},
             "volumeMounts": [{"name": "run-nvidia-validations", "mountPath": VALIDATIONS_DIR,
                               "mountPropagation": "HostToContainer"}]}
@@ -363,8 +366,7 @@ def _daemonset(name: str, namespace: str, profile: Profile, deploy_label: str, *
                host_pid: bool = False, clusterpolicy_uid: str | None = None,
                select_extra_labels: bool = False) -> Obj:
     # spec.daemonsets.labels go on the DaemonSet and on every operand pod (the real v25.3.4/v26.7 do both).
-    common = {"helm.sh/chart": f"gpu-operator-{profile.components.operator}",
-              "app.kubernetes.io/managed-by": "gpu-operator"}
+    common = specs.daemonset_labels(profile.components.operator)
     ds_labels = {"app": name, **(extra_labels or {}), **common}
     pod_labels = {"app": name, **(extra_labels or {}), **common}
     selector = {"app": name, **((extra_labels or {}) if select_extra_labels else {})}
@@ -462,8 +464,7 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
         ds = _daemonset(op.DRIVER.daemonset, namespace, profile, op.DRIVER.deploy_label, init=[manager],
                         containers=driver_containers, volumes=vols, service_account="nvidia-driver",
                         runtime_class=False,
-                        extra_labels={"app.kubernetes.io/component": "nvidia-driver",
-                                      "nvidia.com/precompiled": "false"},
+                        extra_labels=specs.driver_daemonset_labels(profile.version),
                         update_strategy="OnDelete", host_pid=True, clusterpolicy_uid=uid)
         # One driver pod per node across every driver DaemonSet flavour.
         ds["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {
