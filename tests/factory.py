@@ -22,6 +22,7 @@ from gpu_conformance import operands as ops
 from gpu_conformance.cluster.podstate import pod_ready
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import GPU_PRESENT_LABEL, ClusterSnapshot, labels_of, name_of
+from gpu_conformance.gpu_operator import clusterpolicy as policy
 from gpu_conformance.gpu_operator import gpu_node
 from gpu_conformance.gpu_operator import operand_specs as specs
 from gpu_conformance.gpu_operator.hardware import BY_PRODUCT, GpuHardware
@@ -288,46 +289,18 @@ def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
 
 # ---- ClusterPolicy, NVIDIADriver, RuntimeClasses ---------------------------------------------------------
 def _cluster_policy(ctx: _Ctx) -> Obj:
-    c = ctx.comp
-    cdi: Obj = {"enabled": ctx.cdi, "default": False}
-    if versions.since(versions.CDI_NRI_PLUGIN, ctx.v):
-        cdi["nriPluginEnabled"] = ctx.nri
-    device_plugin: Obj = {"enabled": ctx.device_plugin, "repository": "nvcr.io/nvidia",
-                          "image": "k8s-device-plugin", "version": c.device_plugin}
-    if ctx.sharing_config:
-        device_plugin["config"] = {"name": ctx.sharing_config, "default": "any"}
-    spec = {
-        "operator": {"defaultRuntime": "containerd", "runtimeClass": "nvidia", "initContainer": {}},
-        "daemonsets": {"updateStrategy": "RollingUpdate", "priorityClassName": "system-node-critical",
-                       "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
-        "driver": {"enabled": ctx.driver in ("operator", "pre-installed", "crd"),
-                   "useNvidiaDriverCRD": ctx.driver == "crd", "repository": "nvcr.io/nvidia", "image": "driver",
-                   "version": c.driver, "kernelModuleType": "auto",
-                   "manager": {"repository": "nvcr.io/nvidia/cloud-native", "image": "k8s-driver-manager",
-                               "version": c.driver_manager},
-                   "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1}},
-        "toolkit": {"enabled": ctx.toolkit, "repository": "nvcr.io/nvidia/k8s", "image": "container-toolkit",
-                    "version": c.toolkit, "installDir": "/usr/local/nvidia"},
-        "devicePlugin": device_plugin,
-        "dcgm": {"enabled": False},
-        "dcgmExporter": {"enabled": True, "version": c.dcgm_exporter},
-        "gfd": {"enabled": ctx.gfd, "version": c.device_plugin},
-        "mig": {"strategy": ctx.mig},
-        "migManager": {"enabled": True, "version": c.mig_manager},
-        "nodeStatusExporter": {"enabled": False},
-        "validator": {"plugin": {"env": []}},
-        "gds": {"enabled": False}, "gdrcopy": {"enabled": False},
-        "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
-    }
-    if versions.since(versions.CDI_SPEC, ctx.v):
-        spec["cdi"] = cdi
+    off = {section for section, enabled in (("driver", ctx.driver != "host"), ("toolkit", ctx.toolkit),
+                                            ("devicePlugin", ctx.device_plugin), ("gfd", ctx.gfd)) if not enabled}
+    spec = policy.clusterpolicy_spec(ctx.comp, policy.PolicySwitches(
+        cdi=ctx.cdi, nri=ctx.nri, mig_strategy=ctx.mig, on=policy.CHART_DEFAULT_ON - off,
+        driver_crd=ctx.driver == "crd", sharing_config=ctx.sharing_config))
     return {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
         "metadata": {"name": "cluster-policy", "uid": ctx.cp_uid, "creationTimestamp": T0, "generation": 1,
                      "labels": {"app.kubernetes.io/component": "gpu-operator",
                                 "app.kubernetes.io/managed-by": "Helm"}},
         "spec": spec,
-        "status": specs.ready_clusterpolicy_status(ctx.ns, ctx.v, T2),
+        "status": policy.ready_status(ctx.ns, ctx.v, T2),
     }
 
 

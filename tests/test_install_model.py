@@ -2,7 +2,8 @@
 a healthy install means the same in the unit tests and in the simulated cluster.
 
 The release table is pinned against the chart's values at a few tags (literal values, facts §0); the rest checks
-that the factory and the simulator render the same images, env and RuntimeClasses for each simulated release.
+that the factory and the simulator render the same ClusterPolicy spec, operand images and env, RuntimeClasses and
+GPU node labels for each simulated release.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def test_the_factory_and_the_simulator_render_the_same_operands(version: str) ->
     main = ("nvidia-operator-validator", "nvidia-operator-validator")
     assert factory[main]["args"] == sim[main]["args"]
     assert [name_of(rc) for rc in snap.runtimeclasses] == [name_of(rc) for rc in install.runtime_classes(profile)]
+    assert snap.clusterpolicies[0]["spec"] == install.clusterpolicy_spec(profile)
 
 
 def test_the_factory_keeps_every_validator_stage_of_its_release() -> None:

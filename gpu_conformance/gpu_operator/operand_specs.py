@@ -1,6 +1,5 @@
 """What the operator renders into its operands for a release and a ClusterPolicy: the validator's stages, the
-device plugin's and the toolkit's env, the RuntimeClasses, the MPS control daemon, the ClusterPolicy's status
-once every state is ready.
+device plugin's and the toolkit's env, the operand DaemonSets' labels, the RuntimeClasses, the MPS control daemon.
 
 Facts from NVIDIA/gpu-operator at each release tag (assets/, controllers/object_controls.go,
 controllers/clusterpolicy_controller.go) as ../shared/docs/gpu-operator-facts.md records them (§1c, §3, §6).
@@ -19,7 +18,9 @@ Obj = dict[str, Any]
 # state-mps-control-daemon's DaemonSet: created with the device plugin, its pods only on nodes labelled
 # nvidia.com/mps.capable=true.
 MPS_DAEMONSET = "nvidia-device-plugin-mps-control-daemon"
-CLUSTERPOLICY_READY_MESSAGE = "ClusterPolicy is ready as all resources have been successfully reconciled"
+# Every operand pod tolerates the GPU taint and runs at node-critical priority (spec.daemonsets defaults).
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+PRIORITY_CLASS = "system-node-critical"
 # Where the validator leaves its *-ready files, which the other operands wait for.
 VALIDATIONS_DIR = "/run/nvidia/validations"
 # The shell gate the operands after the toolkit run first: toolkit-ready is written by the validator.
@@ -129,22 +130,3 @@ def runtime_class_names(cdi: bool, nri: bool) -> list[str]:
     if nri:
         return []
     return ["nvidia"] + (["nvidia-cdi", "nvidia-legacy"] if cdi else [])
-
-
-def clusterpolicy_conditions(ready: bool, reason: str, message: str) -> list[tuple[str, str, str, str]]:
-    """(type, status, reason, message) of the Ready and Error conditions the controller sets (ready: Ready=True
-    with `reason`; else Error=True with it)."""
-    if ready:
-        return [("Ready", "True", reason, message), ("Error", "False", "Ready", "")]
-    return [("Ready", "False", "Error", ""), ("Error", "True", reason, message)]
-
-
-def ready_clusterpolicy_status(namespace: str, version: Version, at: str) -> Obj:
-    """The status of a ClusterPolicy whose states are all ready; before v23.9 it holds only state and namespace
-    (ClusterPolicyStatus at v23.6.2)."""
-    status: Obj = {"state": "ready", "namespace": namespace}
-    if versions.since(versions.STATUS_CONDITIONS, version):
-        status["conditions"] = [
-            {"type": t, "status": s, "reason": r, "message": m, "lastTransitionTime": at}
-            for t, s, r, m in clusterpolicy_conditions(True, "Reconciled", CLUSTERPOLICY_READY_MESSAGE)]
-    return status

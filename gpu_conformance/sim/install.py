@@ -24,11 +24,14 @@ import yaml
 
 from gpu_conformance import operands as op
 from gpu_conformance import versions
+from gpu_conformance.gpu_operator import clusterpolicy as policy
 from gpu_conformance.gpu_operator import gpu_node
 from gpu_conformance.gpu_operator import operand_specs as specs
 from gpu_conformance.gpu_operator.hardware import GpuHardware
 from gpu_conformance.gpu_operator.operand_specs import (
+    GPU_TOLERATION,
     MPS_DAEMONSET,
+    PRIORITY_CLASS,
     VALIDATIONS_DIR,
     env,
     validator_init_containers,
@@ -44,8 +47,6 @@ CLUSTERPOLICY_NAME = "cluster-policy"
 CLUSTERPOLICY_API_VERSION = "nvidia.com/v1"
 RELEASE = "gpu-operator"  # Helm release name; NFD object names derive from it
 NFD_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-PRIORITY_CLASS = "system-node-critical"
 
 
 
@@ -129,66 +130,15 @@ def crds(profile: Profile | None = None) -> list[Obj]:
 
 def clusterpolicy_spec(profile: Profile) -> Obj:
     """The spec Helm renders from the profile's values (only the switches and images that matter)."""
-    c = profile.components
-    spec: Obj = {
-        "operator": {"defaultRuntime": "containerd", "runtimeClass": "nvidia",
-                     "initContainer": {"repository": "nvcr.io/nvidia", "image": "cuda",
-                                       "version": "13.0.1-base-ubi9"}},
-        "daemonsets": {
-            "labels": specs.daemonset_labels(c.operator),
-            "priorityClassName": PRIORITY_CLASS,
-            "tolerations": [GPU_TOLERATION],
-            "updateStrategy": "RollingUpdate",
-            "rollingUpdate": {"maxUnavailable": "1"},
-        },
-        "validator": {"repository": c.validator_repository, "image": c.validator_image, "version": c.operator,
-                      "plugin": {"env": [env("WITH_WORKLOAD", specs.plugin_validation_workload(profile.version))]}},
-        "mig": {"strategy": profile.mig_strategy},
-        "psa": {"enabled": False},
-        "cdi": {"enabled": profile.cdi},
-        "driver": {
-            "enabled": profile.driver_enabled, "useNvidiaDriverCRD": False, "kernelModuleType": "auto",
-            "repository": "nvcr.io/nvidia", "image": "driver", "version": c.driver,
-            "manager": {"repository": "nvcr.io/nvidia/cloud-native", "image": "k8s-driver-manager",
-                        "version": c.driver_manager},
-            "rdma": {"enabled": False}, "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1},
-        },
-        "toolkit": {"enabled": profile.toolkit_enabled, "repository": "nvcr.io/nvidia/k8s",
-                    "image": "container-toolkit", "version": c.toolkit, "installDir": "/usr/local/nvidia"},
-        "devicePlugin": {"enabled": profile.device_plugin_enabled, "repository": "nvcr.io/nvidia",
-                         "image": "k8s-device-plugin", "version": c.device_plugin},
-        "dcgm": {"enabled": profile.dcgm_enabled, "repository": "nvcr.io/nvidia/cloud-native", "image": "dcgm",
-                 "version": c.dcgm},
-        "dcgmExporter": {"enabled": profile.dcgm_exporter_enabled, "repository": "nvcr.io/nvidia/k8s",
-                         "image": "dcgm-exporter", "version": c.dcgm_exporter,
-                         "serviceMonitor": {"enabled": False}},
-        "gfd": {"enabled": profile.gfd_enabled, "repository": "nvcr.io/nvidia", "image": "k8s-device-plugin",
-                "version": c.device_plugin},
-        "migManager": {"enabled": profile.mig_manager_enabled, "repository": "nvcr.io/nvidia/cloud-native",
-                       "image": "k8s-mig-manager", "version": c.mig_manager,
-                       "config": {"name": "default-mig-parted-config", "default": "all-disabled"}},
-        "nodeStatusExporter": {"enabled": profile.node_status_exporter_enabled},
-        "gds": {"enabled": profile.gds_enabled, "repository": "nvcr.io/nvidia/cloud-native", "image": "nvidia-fs",
-                "version": c.gds},
-        "gdrcopy": {"enabled": profile.gdrcopy_enabled},
-        "vgpuManager": {"enabled": False},
-        "vgpuDeviceManager": {"enabled": True},
-        "sandboxDevicePlugin": {"enabled": True},
-        "vfioManager": {"enabled": True},
-        "kataManager": {"enabled": False},
-        "ccManager": {"enabled": False},
-        "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
-        "hostPaths": {"rootFS": "/", "driverInstallDir": "/run/nvidia/driver"},
-    }
-    if versions.since(versions.SANDBOX_WORKLOADS_MODE, profile.version):
-        spec["sandboxWorkloads"]["mode"] = "kubevirt"
-    if versions.since(versions.CDI_NRI_PLUGIN, profile.version):
-        spec["cdi"]["nriPluginEnabled"] = profile.nri
-    if not versions.since(versions.CDI_DEFAULT_KEY_DROPPED, profile.version):
-        spec["cdi"]["default"] = False
-    if profile.time_slicing_replicas:
-        spec["devicePlugin"]["config"] = {"name": profile.time_slicing_config_name, "default": "any"}
-    return spec
+    on = {section for section, enabled in (
+        ("driver", profile.driver_enabled), ("toolkit", profile.toolkit_enabled),
+        ("devicePlugin", profile.device_plugin_enabled), ("gfd", profile.gfd_enabled), ("dcgm", profile.dcgm_enabled),
+        ("dcgmExporter", profile.dcgm_exporter_enabled), ("migManager", profile.mig_manager_enabled),
+        ("nodeStatusExporter", profile.node_status_exporter_enabled), ("gds", profile.gds_enabled),
+        ("gdrcopy", profile.gdrcopy_enabled)) if enabled}
+    sharing = profile.time_slicing_config_name if profile.time_slicing_replicas else None
+    return policy.clusterpolicy_spec(profile.components, policy.PolicySwitches(
+        cdi=profile.cdi, nri=profile.nri, mig_strategy=profile.mig_strategy, on=frozenset(on), sharing_config=sharing))
 
 
 def clusterpolicy(profile: Profile) -> Obj:

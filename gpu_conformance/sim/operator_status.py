@@ -31,16 +31,12 @@ from typing import Any
 
 from gpu_conformance import operands as op
 from gpu_conformance import versions
-from gpu_conformance.gpu_operator.operand_specs import (
-    CLUSTERPOLICY_READY_MESSAGE,
-    MPS_DAEMONSET,
-    clusterpolicy_conditions,
-)
+from gpu_conformance.gpu_operator.clusterpolicy import READY_MESSAGE, clusterpolicy_conditions
+from gpu_conformance.gpu_operator.operand_specs import MPS_DAEMONSET
 
 Obj = dict[str, Any]
 
 CLUSTERPOLICY_NAME = "cluster-policy"
-READY_MESSAGE = CLUSTERPOLICY_READY_MESSAGE
 NO_GPU_MESSAGE = "No GPU node found, watching for new nodes to join the cluster."
 NFD_PCI_LABELS = ("feature.node.kubernetes.io/pci-10de.present", "feature.node.kubernetes.io/pci-0302_10de.present",
                   "feature.node.kubernetes.io/pci-0300_10de.present")
