@@ -297,8 +297,7 @@ def _cluster_policy(ctx: _Ctx) -> Obj:
     return {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
         "metadata": {"name": "cluster-policy", "uid": ctx.cp_uid, "creationTimestamp": T0, "generation": 1,
-                     "labels": {"app.kubernetes.io/component": "gpu-operator",
-                                "app.kubernetes.io/managed-by": "Helm"}},
+                     "labels": dict(policy.CHART_CR_LABELS)},
         "spec": spec,
         "status": policy.ready_status(ctx.ns, ctx.v, T2),
     }

@@ -25,6 +25,9 @@ from gpu_conformance.versions import Version
 Obj = dict[str, Any]
 
 READY_MESSAGE = "ClusterPolicy is ready as all resources have been successfully reconciled"
+# The labels the chart's templates give every custom resource they render (ClusterPolicy, GPUCluster); each
+# template adds its own after these.
+CHART_CR_LABELS = {"app.kubernetes.io/component": "gpu-operator", "app.kubernetes.io/managed-by": "Helm"}
 
 
 # The spec sections the chart switches on by default (dcgm: Helm default false, the Go default would be true).

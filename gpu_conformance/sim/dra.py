@@ -41,6 +41,7 @@ from typing import Any
 
 from gpu_conformance import dra_chart
 from gpu_conformance import operands as op
+from gpu_conformance.gpu_operator.clusterpolicy import CHART_CR_LABELS
 from gpu_conformance.sim.nvidia_smi import gpu_name, gpu_uuid
 from gpu_conformance.sim.profiles import GpuHardware, Profile
 
@@ -284,10 +285,9 @@ def gpucluster(profile: Profile) -> Obj:
     c = profile.components
     return {
         "apiVersion": GPUCLUSTER_API, "kind": "GPUCluster",
-        "metadata": {"name": GPUCLUSTER_NAME, "labels": {
-            "app.kubernetes.io/component": "gpu-operator", "app.kubernetes.io/managed-by": "Helm",
-            "helm.sh/chart": f"gpu-operator-{c.operator}"},
-            "annotations": {"helm.sh/resource-policy": "keep"}},
+        "metadata": {"name": GPUCLUSTER_NAME,
+                     "labels": {**CHART_CR_LABELS, "helm.sh/chart": f"gpu-operator-{c.operator}"},
+                     "annotations": {"helm.sh/resource-policy": "keep"}},
         "spec": {
             "draDriver": {"repository": "nvcr.io/nvidia", "image": "dra-driver-nvidia-gpu", "version": c.dra_driver,
                           "imagePullPolicy": "IfNotPresent",

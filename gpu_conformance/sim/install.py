@@ -146,8 +146,7 @@ def clusterpolicy(profile: Profile) -> Obj:
     return {
         "apiVersion": CLUSTERPOLICY_API_VERSION, "kind": "ClusterPolicy",
         "metadata": {"name": CLUSTERPOLICY_NAME, "labels": {
-            "app.kubernetes.io/component": "gpu-operator", "app.kubernetes.io/managed-by": "Helm",
-            "app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/name": "gpu-operator",
+            **policy.CHART_CR_LABELS, "app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/name": "gpu-operator",
             "app.kubernetes.io/version": c.operator, "helm.sh/chart": f"gpu-operator-{c.operator}"}},
         "spec": clusterpolicy_spec(profile),
     }
