@@ -134,6 +134,11 @@ def expected_deploy_labels(operator_version: str | tuple[int, int, int] | None,
     return tuple(labels)
 
 
+# gpuClusterStateLabels (controllers/state_manager.go, v26.7.0): the deploy labels of the GPUCluster stack.
+GPUCLUSTER_DEPLOY_LABELS = ("nvidia.com/gpu.deploy.driver", "nvidia.com/gpu.deploy.dra-driver",
+                            "nvidia.com/gpu.deploy.dra-validator", "nvidia.com/gpu.deploy.dcgm-dra",
+                            "nvidia.com/gpu.deploy.dcgm-exporter-dra")
+
 # The ClusterPolicy switches a report shows, in the order people ask about them: label -> spec path.
 POLICY_SWITCHES = {
     "driver": ("driver", "enabled"), "driver CRD": ("driver", "useNvidiaDriverCRD"),

@@ -41,13 +41,26 @@ FS_VALIDATION_IN_DRIVER_VALIDATION = "fs-validation-in-driver-validation"
 VALIDATOR_SLEEP_LOOP = "validator-sleep-loop"
 # The driver's startup probe ships as a ConfigMap (nvidia-driver-startup-probe), not inline.
 DRIVER_STARTUP_PROBE_CONFIGMAP = "driver-startup-probe-configmap"
+# spec.cdi in the ClusterPolicy (api/v1/clusterpolicy_types.go CDIConfigSpec); before, no such field.
+CDI_SPEC = "cdi-spec"
+# The MIG manager labels MIG-capable nodes nvidia.com/mig.config (the config it applies) and mig.config.state.
+MIG_CONFIG_LABEL = "mig-config-label"
+# The chart's validator.plugin.env sets WITH_WORKLOAD=false: plugin-validation no longer runs a pod asking for one
+# GPU (nvidia-device-plugin-validator); through v23.3 it was true (values.yaml).
+PLUGIN_VALIDATION_NO_WORKLOAD = "plugin-validation-no-workload"
 # Driver DaemonSets and their pods carry app.kubernetes.io/component=nvidia-driver; before, only app=<DaemonSet>.
 # Checks find driver pods by their owning DaemonSet, so they never need this rule; the factory builds by it.
 DRIVER_COMPONENT_LABEL = "driver-component-label"
+# state-mps-control-daemon (DaemonSet nvidia-device-plugin-mps-control-daemon) and GFD's nvidia.com/mps.capable
+# label (signals.yaml: both first at v24.3.0).
+MPS_CONTROL_DAEMON = "mps-control-daemon"
 
 # What changed in which release: the rules each release brought.
 RELEASES: dict[Version, tuple[str, ...]] = {
+    (23, 3, 0): (CDI_SPEC, MIG_CONFIG_LABEL),
+    (23, 6, 0): (PLUGIN_VALIDATION_NO_WORKLOAD,),
     (23, 9, 0): (STATUS_CONDITIONS, DRIVER_COMPONENT_LABEL),
+    (24, 3, 0): (MPS_CONTROL_DAEMON,),
     (25, 10, 0): (CDI_DEFAULT_ON, VALIDATOR_IN_OPERATOR_IMAGE, SANDBOX_WORKLOADS_MODE, CDI_DEFAULT_KEY_DROPPED,
                   RUNTIME_DROP_IN_CONFIG, GDRCOPY_VALIDATION, VALIDATOR_SLEEP_LOOP, DRIVER_STARTUP_PROBE_CONFIGMAP),
     (26, 3, 0): (CDI_NRI_PLUGIN, FS_VALIDATION_IN_DRIVER_VALIDATION),

@@ -15,16 +15,18 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from gpu_conformance import dra_chart, versions
 from gpu_conformance import operands as ops
 from gpu_conformance.cluster.podstate import pod_ready
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import GPU_PRESENT_LABEL, ClusterSnapshot, labels_of, name_of
+from gpu_conformance.gpu_operator import clusterpolicy as policy
+from gpu_conformance.gpu_operator import gpu_node
+from gpu_conformance.gpu_operator import operand_specs as specs
+from gpu_conformance.gpu_operator.hardware import BY_PRODUCT, GpuHardware
+from gpu_conformance.gpu_operator.releases import ComponentVersions, Images, components_for, images
 
 Obj = dict[str, Any]
 
@@ -35,26 +37,12 @@ T3 = "2026-10-01T09:30:00Z"   # later: a runtime refusal after everything was up
 NFD_RELEASE = "gpu-operator-node-feature-discovery"
 DRIVER_CRD_DS = "nvidia-gpu-driver-ubuntu22.04-7c6d7bd86b"
 
-# Helm defaults per operator minor release (facts §0), keyed by (major, minor): a table of data, kept in
-# data/helm-defaults.yaml with its sources; an unknown version uses the nearest older row.
-def _release(minor: str) -> tuple[int, int]:
-    major, _, rest = minor.partition(".")
-    return int(major), int(rest)
-
-
-_COMPONENTS: dict[tuple[int, int], dict[str, str]] = {
-    _release(minor): row
-    for minor, row in yaml.safe_load((Path(__file__).parent / "data" / "helm-defaults.yaml").read_text()).items()
-}
 HOST_DRIVER_VERSION = "580.95.05"
-# (memory MiB, family, compute major, minor) per GFD product label.
-_PRODUCTS = {
-    "Tesla-T4": (15360, "turing", "7", "5"),
-    "NVIDIA-A100-SXM4-40GB": (40960, "ampere", "8", "0"),
-    "NVIDIA-H100-80GB-HBM3": (81559, "hopper", "9", "0"),
-}
+# The factory's nodes run Ubuntu 22.04: the operator appends it to the driver image tag.
+NODE_OS_TAG = "ubuntu22.04"
 MIG_PROFILE = "1g.5gb"       # the mixed-strategy profile the factory uses: 7 per A100-40GB
 MIG_PER_GPU = 7
+GFD_TIMESTAMP = 1790845560
 
 
 # ---- small utilities -------------------------------------------------------------------------------
@@ -76,10 +64,10 @@ def _env(pairs: dict[str, str]) -> list[Obj]:
     return [{"name": k, "value": v} for k, v in pairs.items()]
 
 
-def _container(name: str, image: str, env: dict[str, str] | None = None, **extra: Any) -> Obj:
+def _container(name: str, image: str, env: dict[str, str] | list[Obj] | None = None, **extra: Any) -> Obj:
     c: Obj = {"name": name, "image": image, "imagePullPolicy": "IfNotPresent"}
     if env:
-        c["env"] = _env(env)
+        c["env"] = _env(env) if isinstance(env, dict) else env
     c.update(extra)
     return c
 
@@ -110,17 +98,30 @@ class _Ctx:
         return versions.parse_or_newest(self.version)
 
     @property
-    def comp(self) -> dict[str, str]:
-        keys = sorted(k for k in _COMPONENTS if k <= self.v[:2]) or [min(_COMPONENTS)]
-        return _COMPONENTS[keys[-1]]
+    def comp(self) -> ComponentVersions:
+        return components_for(self.version)
+
+    @property
+    def images(self) -> Images:
+        return images(self.comp, NODE_OS_TAG)
 
     @property
     def mig_capable(self) -> bool:
         return self.mig == "mixed" or any(p in self.product for p in ("A100", "A30", "H100", "H200"))
 
     @property
+    def hardware(self) -> GpuHardware:
+        """The node's GPUs: the catalogue's product (an unknown one with placeholder figures), ctx.gpus of them,
+        MIG-partitioned MIG_PER_GPU x MIG_PROFILE under the mixed strategy."""
+        hw = BY_PRODUCT.get(self.product) or GpuHardware(self.product, self.product.replace("-", " "), 1, 16384,
+                                                         "undefined", 0, 0, self.mig_capable, "Standard-PC")
+        if self.mig == "mixed":
+            hw = replace(hw, mig_layout=((MIG_PROFILE, MIG_PER_GPU),), mig_config=f"all-{MIG_PROFILE}")
+        return replace(hw, count=self.gpus, mig_capable=self.mig_capable)
+
+    @property
     def driver_version(self) -> str:
-        return self.comp["driver"] if self.driver in ("operator", "crd") else HOST_DRIVER_VERSION
+        return self.comp.driver if self.driver in ("operator", "crd") else HOST_DRIVER_VERSION
 
     @property
     def cp_uid(self) -> str:
@@ -132,21 +133,14 @@ class _Ctx:
 
     @property
     def validator_image(self) -> str:
-        if self.v < (25, 10, 0):
-            return f"nvcr.io/nvidia/cloud-native/gpu-operator-validator:{self.version}"
-        return f"nvcr.io/nvidia/gpu-operator:{self.version}"
+        return self.images.validator
 
     @property
     def validator_inits(self) -> tuple[str, ...]:
-        if self.v < (25, 10, 0):
-            chain = ("driver-validation", "nvidia-fs-validation", "toolkit-validation", "cuda-validation",
-                     "plugin-validation")
-        elif self.v < (26, 0, 0):
-            chain = ("driver-validation", "nvidia-fs-validation", "gdrcopy-validation", "toolkit-validation",
-                     "cuda-validation", "plugin-validation")
-        else:
-            chain = ops.VALIDATOR_CHAIN
-        return tuple(c for c in chain if self.device_plugin or c != "plugin-validation")
+        # Every stage the release's validator asset has: nvidia-fs and gdrcopy validation stay in (as with
+        # gds/gdrcopy enabled) so the driver-layer tests have those stages to break.
+        return specs.validator_init_containers(self.version, self.device_plugin, gds_enabled=True,
+                                               gdrcopy_enabled=True)
 
     @property
     def sharing_config(self) -> str | None:
@@ -247,45 +241,13 @@ def _cuda_validator_pod(ctx: _Ctx, node: str) -> Obj:
 
 # ---- nodes --------------------------------------------------------------------------------------------
 def _gpu_resources(ctx: _Ctx) -> dict[str, str]:
-    if ctx.mig == "mixed":
-        return {f"nvidia.com/mig-{MIG_PROFILE}": str(ctx.gpus * MIG_PER_GPU)}
-    name = "nvidia.com/gpu.shared" if ctx.rename_shared and ctx.replicas > 1 else "nvidia.com/gpu"
-    return {name: str(ctx.gpus * max(ctx.replicas, 1))}
+    return gpu_node.device_plugin_resources(ctx.hardware, ctx.mig, max(ctx.replicas, 1),
+                                            rename_shared=ctx.rename_shared)
 
 
 def _gfd_labels(ctx: _Ctx) -> dict[str, str]:
-    mem, family, major, minor = _PRODUCTS.get(ctx.product, (16384, "undefined", "0", "0"))
-    shared = ctx.replicas > 1
-    cuda_major, cuda_minor = ("13", "2") if ctx.driver_version.startswith("595") else ("13", "0")
-    drv = ctx.driver_version.split(".")
-    labels = {
-        "nvidia.com/gpu.product": ctx.product + ("-SHARED" if shared and not ctx.rename_shared else ""),
-        "nvidia.com/gpu.count": str(ctx.gpus), "nvidia.com/gpu.memory": str(mem),
-        "nvidia.com/gpu.replicas": str(max(ctx.replicas, 1)),
-        "nvidia.com/gpu.sharing-strategy": "time-slicing" if shared else "none",
-        "nvidia.com/gpu.family": family, "nvidia.com/gpu.compute.major": major,
-        "nvidia.com/gpu.compute.minor": minor, "nvidia.com/gpu.machine": "Standard-PC",
-        "nvidia.com/gpu.mode": "compute",
-        "nvidia.com/cuda.driver-version.major": drv[0], "nvidia.com/cuda.driver-version.minor": drv[1],
-        "nvidia.com/cuda.driver-version.revision": drv[2] if len(drv) > 2 else "0",
-        "nvidia.com/cuda.driver-version.full": ctx.driver_version,
-        "nvidia.com/cuda.driver.major": drv[0], "nvidia.com/cuda.driver.minor": drv[1],
-        "nvidia.com/cuda.driver.rev": drv[2] if len(drv) > 2 else "0",
-        "nvidia.com/cuda.runtime-version.major": cuda_major, "nvidia.com/cuda.runtime-version.minor": cuda_minor,
-        "nvidia.com/cuda.runtime-version.full": f"{cuda_major}.{cuda_minor}",
-        "nvidia.com/mig.capable": str(ctx.mig_capable).lower(), "nvidia.com/mps.capable": "false",
-        "nvidia.com/vgpu.present": "false", "nvidia.com/gfd.timestamp": "1790845560",
-    }
-    if ctx.v < (24, 3, 0):   # GFD labels MPS capability from v24.3 (signals.yaml nvidia.com/mps.capable)
-        del labels["nvidia.com/mps.capable"]
-    if ctx.mig != "none":
-        labels["nvidia.com/mig.strategy"] = ctx.mig
-    if ctx.mig == "mixed":
-        p = f"nvidia.com/mig-{MIG_PROFILE}"
-        labels.update({f"{p}.count": str(ctx.gpus * MIG_PER_GPU), f"{p}.memory": "4864",
-                       f"{p}.product": f"{ctx.product}-MIG-{MIG_PROFILE}", f"{p}.multiprocessors": "14",
-                       f"{p}.replicas": "1", f"{p}.slices.gi": "1", f"{p}.slices.ci": "1"})
-    return labels
+    return gpu_node.gfd_labels(ctx.hardware, ctx.driver_version, ctx.v, ctx.mig, max(ctx.replicas, 1),
+                               GFD_TIMESTAMP, rename_shared=ctx.rename_shared)
 
 
 def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
@@ -299,18 +261,12 @@ def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
                 "hugepages-2Mi": "0"}
     if gpu:
         labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
-        labels[GPU_PRESENT_LABEL] = "true"
-        for key in ops.expected_deploy_labels(ctx.v, ctx.mig_capable):
-            labels[key] = "true"
-        if ctx.driver == "pre-installed":
-            labels[ops.DRIVER.deploy_label] = "pre-installed"
-        if ctx.driver in ("operator", "crd"):
-            labels["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-done"
+        labels.update(gpu_node.operator_node_labels(ctx.v, ctx.hardware, mig_manager=True,
+                                                    driver_pre_installed=ctx.driver == "pre-installed",
+                                                    driver_pods=ctx.driver in ("operator", "crd")))
         if ctx.gfd:
             labels.update(_gfd_labels(ctx))
-        if ctx.mig_capable and ctx.v >= (23, 3, 0):   # the MIG manager writes mig.config from v23.3
-            labels["nvidia.com/mig.config"] = "all-1g.5gb" if ctx.mig == "mixed" else "all-disabled"
-            labels["nvidia.com/mig.config.state"] = "success"
+        labels.update(gpu_node.mig_manager_labels(ctx.v, ctx.hardware, True))
         if ctx.device_plugin:
             capacity.update(_gpu_resources(ctx))
     allocatable = {**capacity, "cpu": "15800m", "memory": "63643476Ki"}
@@ -333,55 +289,17 @@ def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
 
 # ---- ClusterPolicy, NVIDIADriver, RuntimeClasses ---------------------------------------------------------
 def _cluster_policy(ctx: _Ctx) -> Obj:
-    c = ctx.comp
-    cdi: Obj = {"enabled": ctx.cdi, "default": False}
-    if versions.since(versions.CDI_NRI_PLUGIN, ctx.v):
-        cdi["nriPluginEnabled"] = ctx.nri
-    device_plugin: Obj = {"enabled": ctx.device_plugin, "repository": "nvcr.io/nvidia",
-                          "image": "k8s-device-plugin", "version": c["plugin"]}
-    if ctx.sharing_config:
-        device_plugin["config"] = {"name": ctx.sharing_config, "default": "any"}
-    spec = {
-        "operator": {"defaultRuntime": "containerd", "runtimeClass": "nvidia", "initContainer": {}},
-        "daemonsets": {"updateStrategy": "RollingUpdate", "priorityClassName": "system-node-critical",
-                       "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
-        "driver": {"enabled": ctx.driver in ("operator", "pre-installed", "crd"),
-                   "useNvidiaDriverCRD": ctx.driver == "crd", "repository": "nvcr.io/nvidia", "image": "driver",
-                   "version": c["driver"], "kernelModuleType": "auto",
-                   "manager": {"repository": "nvcr.io/nvidia/cloud-native", "image": "k8s-driver-manager",
-                               "version": c["manager"]},
-                   "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1}},
-        "toolkit": {"enabled": ctx.toolkit, "repository": "nvcr.io/nvidia/k8s", "image": "container-toolkit",
-                    "version": c["toolkit"], "installDir": "/usr/local/nvidia"},
-        "devicePlugin": device_plugin,
-        "dcgm": {"enabled": False},
-        "dcgmExporter": {"enabled": True, "version": c["dcgm_exporter"]},
-        "gfd": {"enabled": ctx.gfd, "version": c["plugin"]},
-        "mig": {"strategy": ctx.mig},
-        "migManager": {"enabled": True, "version": c["mig_manager"]},
-        "nodeStatusExporter": {"enabled": False},
-        "validator": {"plugin": {"env": []}},
-        "gds": {"enabled": False}, "gdrcopy": {"enabled": False},
-        "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
-    }
-    if ctx.v >= (23, 3, 0):
-        # spec.cdi arrived with v23.3 (api/v1/clusterpolicy_types.go CDIConfigSpec); v22.9 has no such field.
-        spec["cdi"] = cdi
-    status: Obj = {"state": "ready", "namespace": ctx.ns}
-    if versions.since(versions.STATUS_CONDITIONS, ctx.v):
-        status["conditions"] = [
-            {"type": "Ready", "status": "True", "reason": "Reconciled", "lastTransitionTime": T2,
-             "message": "ClusterPolicy is ready as all resources have been successfully reconciled"},
-            {"type": "Error", "status": "False", "reason": "Ready", "lastTransitionTime": T2, "message": ""},
-        ]
+    off = {section for section, enabled in (("driver", ctx.driver != "host"), ("toolkit", ctx.toolkit),
+                                            ("devicePlugin", ctx.device_plugin), ("gfd", ctx.gfd)) if not enabled}
+    spec = policy.clusterpolicy_spec(ctx.comp, policy.PolicySwitches(
+        cdi=ctx.cdi, nri=ctx.nri, mig_strategy=ctx.mig, on=policy.CHART_DEFAULT_ON - off,
+        driver_crd=ctx.driver == "crd", sharing_config=ctx.sharing_config))
     return {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
         "metadata": {"name": "cluster-policy", "uid": ctx.cp_uid, "creationTimestamp": T0, "generation": 1,
-                     "labels": {"app.kubernetes.io/component": "gpu-operator",
-                                "app.kubernetes.io/managed-by": "Helm"}},
+                     "labels": dict(policy.CHART_CR_LABELS)},
         "spec": spec,
-        # Before v23.9 the status holds only state and namespace (ClusterPolicyStatus at v23.6.2).
-        "status": status,
+        "status": policy.ready_status(ctx.ns, ctx.v, T2),
     }
 
 
@@ -389,21 +307,18 @@ def _nvidia_driver_cr(ctx: _Ctx) -> Obj:
     return {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
             "metadata": {"name": "default", "uid": _uid("nvidiadriver", "default"), "creationTimestamp": T0},
             "spec": {"driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver",
-                     "version": ctx.comp["driver"], "usePrecompiled": False},
+                     "version": ctx.comp.driver, "usePrecompiled": False},
             "status": {"state": "ready", "namespace": ctx.ns,
                        "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled"}]}}
 
 
 def _runtimeclasses(ctx: _Ctx) -> list[Obj]:
-    if ctx.nri:
-        return []
-    names = ["nvidia"] + (["nvidia-cdi", "nvidia-legacy"] if ctx.cdi else [])
     return [{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": n,
              "metadata": {"name": n, "uid": _uid("runtimeclass", n), "creationTimestamp": T0,
                           "labels": {"app.kubernetes.io/component": "gpu-operator"},
                           "ownerReferences": [_owner("ClusterPolicy", "cluster-policy", ctx.cp_uid,
                                                      "nvidia.com/v1")]}}
-            for n in names]
+            for n in specs.runtime_class_names(ctx.cdi, ctx.nri)]
 
 
 # ---- DaemonSets (the operator's operands and the NFD worker) --------------------------------------------
@@ -434,91 +349,61 @@ def _daemonset(ctx: _Ctx, name: str, labels: dict[str, str], node_selector: dict
             "status": {}}
 
 
-def device_plugin_env(version: str, cdi: bool, mig: str = "single") -> dict[str, str]:
-    """The device plugin container env the operator renders (facts §6b)."""
-    env = {"PASS_DEVICE_SPECS": "true", "FAIL_ON_INIT_ERROR": "true", "DEVICE_LIST_STRATEGY": "envvar",
-           "DEVICE_ID_STRATEGY": "uuid", "NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "all",
-           "MPS_ROOT": "/run/nvidia/mps", "MIG_STRATEGY": mig}
-    if cdi:
-        env["CDI_ENABLED"] = "true"
-        env["NVIDIA_CDI_HOOK_PATH"] = "/usr/local/nvidia/toolkit/nvidia-cdi-hook"
-        if versions.parse_or_newest(version) >= (25, 10, 0):
-            env.update({"DEVICE_LIST_STRATEGY": "cdi-annotations,cdi-cri", "CDI_ANNOTATION_PREFIX": "cdi.k8s.io/"})
-        else:
-            env.update({"DEVICE_LIST_STRATEGY": "envvar,cdi-annotations",
-                        "CDI_ANNOTATION_PREFIX": "nvidia.cdi.k8s.io/"})
-    return env
-
-
 def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
-    c, ns = ctx.comp, ctx.ns
+    img, ns = ctx.images, ctx.ns
     cp_owner = _owner("ClusterPolicy", "cluster-policy", ctx.cp_uid, "nvidia.com/v1")
     val = ctx.validator_image
-    tk_validation = _container("toolkit-validation", val, command=["sh", "-c"],
-                               args=["until [ -f /run/nvidia/validations/toolkit-ready ]; do echo waiting for "
-                                     "nvidia container stack to be setup; sleep 5; done"])
+    tk_validation = _container("toolkit-validation", val, command=["sh", "-c"], args=list(specs.TOOLKIT_GATE_ARGS))
 
     def sel(op: ops.Operand) -> dict[str, str]:
         return {op.deploy_label: "true"}
 
     def lab(op: ops.Operand, **extra: str) -> dict[str, str]:
-        return {"app": op.app, "app.kubernetes.io/managed-by": "gpu-operator", "helm.sh/chart": "gpu-operator-"
-                + ctx.version, **extra}
+        return {"app": op.app, **specs.daemonset_labels(ctx.version), **extra}
 
     def nri_ann(*ctrs: str) -> dict[str, str] | None:
         return {f"nvidia.cdi.k8s.io/container.{x}": "management.nvidia.com/gpu=all" for x in ctrs} if ctx.nri \
             else None
 
+    spec = _cluster_policy(ctx)["spec"]
+
+    def enabled(operand: ops.Operand) -> bool:
+        # Which operands a ClusterPolicy deploys: the same rule the simulated operator follows.
+        return ops.operand_enabled(operand, spec)
+
     out: list[Obj] = []
-    # v22.9-v23.6 driver DaemonSets and pods carry only app=nvidia-driver-daemonset (no component label).
-    comp_label = dict([ops.DRIVER_COMPONENT_LABEL]) if versions.since(versions.DRIVER_COMPONENT_LABEL, ctx.v) else {}
-    driver_inits = [_container("k8s-driver-manager", f"nvcr.io/nvidia/cloud-native/k8s-driver-manager:"
-                               f"{c['manager']}", {"NODE_NAME": "", "ENABLE_GPU_POD_EVICTION": "true"},
-                               command=["driver-manager"], args=["uninstall_driver"])]
-    driver_ctrs = [_container("nvidia-driver-ctr", f"nvcr.io/nvidia/driver:{c['driver']}-ubuntu22.04",
+    driver_labels = specs.driver_daemonset_labels(ctx.v)
+    driver_inits = [_container("k8s-driver-manager", img.driver_manager,
+                               {"NODE_NAME": "", "ENABLE_GPU_POD_EVICTION": "true"}, command=["driver-manager"],
+                               args=["uninstall_driver"])]
+    driver_ctrs = [_container("nvidia-driver-ctr", img.driver,
                               command=["nvidia-driver"], args=["init"],
                               startupProbe={"exec": {"command": ["sh", "/usr/local/bin/startup-probe.sh"]},
                                             "initialDelaySeconds": 60, "periodSeconds": 10,
                                             "failureThreshold": 120, "timeoutSeconds": 60})]
-    if ctx.driver in ("operator", "pre-installed"):
-        out.append(_daemonset(ctx, ops.DRIVER.daemonset, lab(ops.DRIVER, **comp_label, **{
-            "nvidia.com/precompiled": "false"}), sel(ops.DRIVER), driver_inits, driver_ctrs, owner=cp_owner,
-            on_delete=True))
+    if enabled(ops.DRIVER):   # off for a host driver and under the NVIDIADriver CRD
+        out.append(_daemonset(ctx, ops.DRIVER.daemonset, lab(ops.DRIVER, **driver_labels), sel(ops.DRIVER),
+                              driver_inits, driver_ctrs, owner=cp_owner, on_delete=True))
     elif ctx.driver == "crd":
         nvd = _owner("NVIDIADriver", "default", _uid("nvidiadriver", "default"), "nvidia.com/v1alpha1")
-        ds = _daemonset(ctx, DRIVER_CRD_DS, {"app": DRIVER_CRD_DS, **comp_label, "nvidia.com/precompiled": "false",
-                                             "nvidia.com/node.os-version": "ubuntu22.04"},
+        ds = _daemonset(ctx, DRIVER_CRD_DS, {"app": DRIVER_CRD_DS, **driver_labels,
+                                             "nvidia.com/node.os-version": NODE_OS_TAG},
                         sel(ops.DRIVER), driver_inits, driver_ctrs, owner=nvd, on_delete=True)
         out.append(ds)
-    if ctx.toolkit:
-        tk_env = {"RUNTIME": "containerd", "CONTAINERD_RUNTIME_CLASS": "nvidia",
-                  "RUNTIME_CONFIG": "/runtime/config-dir/config.toml",
-                  "CONTAINERD_CONFIG": "/runtime/config-dir/config.toml",
-                  "RUNTIME_SOCKET": "/runtime/sock-dir/containerd.sock",
-                  "CONTAINERD_SOCKET": "/runtime/sock-dir/containerd.sock"}
-        if versions.since(versions.RUNTIME_DROP_IN_CONFIG, ctx.v):
-            tk_env.update({"RUNTIME_DROP_IN_CONFIG": "/runtime/config-dir.d/99-nvidia.toml",
-                           "RUNTIME_DROP_IN_CONFIG_HOST_PATH": "/etc/containerd/conf.d/99-nvidia.toml"})
-        if ctx.cdi:
-            tk_env.update({"CDI_ENABLED": "true", "NVIDIA_RUNTIME_SET_AS_DEFAULT": "false",
-                           "NVIDIA_CONTAINER_RUNTIME_MODE": "cdi", "CRIO_CONFIG_MODE": "config"})
-        if ctx.nri:
-            tk_env["ENABLE_NRI_PLUGIN"] = "true"
+    if enabled(ops.TOOLKIT):
         out.append(_daemonset(ctx, ops.TOOLKIT.daemonset, lab(ops.TOOLKIT), sel(ops.TOOLKIT),
                               [_container("driver-validation", val, {"COMPONENT": "driver", "WITH_WAIT": "true"},
                                           command=["sh", "-c"], args=["nvidia-validator"])],
                               [_container("nvidia-container-toolkit-ctr",
-                                          f"nvcr.io/nvidia/k8s/container-toolkit:{c['toolkit']}", tk_env,
+                                          img.toolkit, specs.toolkit_env(ctx.v, ctx.cdi, ctx.nri),
                                           command=["/bin/bash", "-c"],
                                           args=["/bin/entrypoint.sh"])], owner=cp_owner))
     v_inits = []
     for name in ctx.validator_inits:
         env = {"COMPONENT": name.removesuffix("-validation"), "WITH_WAIT": str(name == "driver-validation").lower()}
         if name == "plugin-validation":
-            # The chart's validator.plugin.env set WITH_WORKLOAD=true through v23.3 (values.yaml), so plugin-validation
-            # then ran a pod asking for one GPU (nvidia-device-plugin-validator); false from v23.6.
-            workload = "true" if ctx.v < (23, 6, 0) else "false"
-            env.update({"WITH_WORKLOAD": workload, "MIG_STRATEGY": ctx.mig, "OPERATOR_NAMESPACE": ns})
+            env.update({"WITH_WORKLOAD": specs.plugin_validation_workload(ctx.v), "MIG_STRATEGY": ctx.mig,
+                        "OPERATOR_NAMESPACE": ns})
         if name == "cuda-validation":
             env.update({"OPERATOR_NAMESPACE": ns, "VALIDATOR_IMAGE": val,
                         "VALIDATOR_RUNTIME_CLASS": ctx.runtime_class or ""})
@@ -526,14 +411,13 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
     out.append(_daemonset(ctx, ops.VALIDATOR.daemonset,
                           lab(ops.VALIDATOR, **{"app.kubernetes.io/part-of": "gpu-operator"}), sel(ops.VALIDATOR),
                           v_inits, [_container("nvidia-operator-validator", val, command=["sh", "-c"],
-                                               args=["echo all validations are successful; while true; do sleep "
-                                                     "86400; done"])],
+                                               args=specs.validator_main_args(ctx.v))],
                           runtime_class=ctx.runtime_class, owner=cp_owner,
                           annotations=nri_ann("driver-validation", "toolkit-validation")))
-    if ctx.device_plugin:
-        plugin_img = f"nvcr.io/nvidia/k8s-device-plugin:{c['plugin']}"
-        inits, ctrs = [tk_validation], [_container("nvidia-device-plugin", plugin_img,
-                                                   device_plugin_env(ctx.version, ctx.cdi, ctx.mig),
+    if enabled(ops.DEVICE_PLUGIN):
+        plugin_img = img.device_plugin
+        dp_env = specs.device_plugin_env(ctx.v, ctx.mig, ctx.cdi, ctx.sharing_config is not None)
+        inits, ctrs = [tk_validation], [_container("nvidia-device-plugin", plugin_img, dp_env,
                                                    command=["/bin/bash", "-c"], args=["/bin/entrypoint.sh"])]
         if ctx.sharing_config:
             cm_env = {"CONFIG_FILE_SRCDIR": "/available-configs", "DEFAULT_CONFIG": "any"}
@@ -544,15 +428,13 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
         out.append(_daemonset(ctx, ops.DEVICE_PLUGIN.daemonset, lab(ops.DEVICE_PLUGIN), sel(ops.DEVICE_PLUGIN),
                               inits, ctrs, runtime_class=ctx.runtime_class, owner=cp_owner,
                               annotations=nri_ann("nvidia-device-plugin")))
-        if ctx.v >= (24, 3, 0):   # the MPS control daemon arrived with v24.3 (signals.yaml)
-            out.append(_daemonset(ctx, "nvidia-device-plugin-mps-control-daemon",
-                                  {"app": "nvidia-device-plugin-mps-control-daemon"},
+        if versions.since(versions.MPS_CONTROL_DAEMON, ctx.v):
+            out.append(_daemonset(ctx, specs.MPS_DAEMONSET, {"app": specs.MPS_DAEMONSET},
                                   {ops.DEVICE_PLUGIN.deploy_label: "true", "nvidia.com/mps.capable": "true"},
                                   [tk_validation], [_container("mps-control-daemon-ctr", plugin_img)],
                                   runtime_class=ctx.runtime_class, owner=cp_owner))
-    if ctx.gfd:
-        gfd_img = (f"nvcr.io/nvidia/gpu-feature-discovery:{c['gfd']}" if "gfd" in c
-                   else f"nvcr.io/nvidia/k8s-device-plugin:{c['plugin']}")
+    if enabled(ops.GFD):
+        gfd_img = img.gfd
         out.append(_daemonset(ctx, ops.GFD.daemonset, lab(ops.GFD, **{"app.kubernetes.io/part-of": "nvidia-gpu"}),
                               sel(ops.GFD), [tk_validation],
                               [_container("gpu-feature-discovery", gfd_img,
@@ -560,18 +442,19 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
                                            "MIG_STRATEGY": ctx.mig}, command=["gpu-feature-discovery"])],
                               runtime_class=ctx.runtime_class, owner=cp_owner,
                               annotations=nri_ann("gpu-feature-discovery")))
-    out.append(_daemonset(ctx, ops.DCGM_EXPORTER.daemonset, lab(ops.DCGM_EXPORTER), sel(ops.DCGM_EXPORTER),
-                          [tk_validation],
-                          [_container("nvidia-dcgm-exporter", f"nvcr.io/nvidia/k8s/dcgm-exporter:{c['dcgm_exporter']}",
-                                      {"DCGM_EXPORTER_LISTEN": ":9400", "DCGM_EXPORTER_KUBERNETES": "true"},
-                                      ports=[{"name": "metrics", "containerPort": 9400}])],
-                          runtime_class=ctx.runtime_class, owner=cp_owner,
-                          annotations=nri_ann("nvidia-dcgm-exporter")))
-    out.append(_daemonset(ctx, ops.MIG_MANAGER.daemonset, lab(ops.MIG_MANAGER), sel(ops.MIG_MANAGER),
-                          [tk_validation],
-                          [_container("nvidia-mig-manager", f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:"
-                                      f"{c['mig_manager']}", {"WITH_REBOOT": "false"})],
-                          runtime_class=ctx.runtime_class, owner=cp_owner))
+    if enabled(ops.DCGM_EXPORTER):
+        out.append(_daemonset(ctx, ops.DCGM_EXPORTER.daemonset, lab(ops.DCGM_EXPORTER), sel(ops.DCGM_EXPORTER),
+                              [tk_validation],
+                              [_container("nvidia-dcgm-exporter", img.dcgm_exporter,
+                                          {"DCGM_EXPORTER_LISTEN": ":9400", "DCGM_EXPORTER_KUBERNETES": "true"},
+                                          ports=[{"name": "metrics", "containerPort": 9400}])],
+                              runtime_class=ctx.runtime_class, owner=cp_owner,
+                              annotations=nri_ann("nvidia-dcgm-exporter")))
+    if enabled(ops.MIG_MANAGER):
+        out.append(_daemonset(ctx, ops.MIG_MANAGER.daemonset, lab(ops.MIG_MANAGER), sel(ops.MIG_MANAGER),
+                              [tk_validation],
+                              [_container("nvidia-mig-manager", img.mig_manager, {"WITH_REBOOT": "false"})],
+                              runtime_class=ctx.runtime_class, owner=cp_owner))
     return out
 
 
@@ -596,16 +479,16 @@ def _deployment(ctx: _Ctx, name: str, labels: dict[str, str], containers: list[O
 
 def _operator(ctx: _Ctx, node: str) -> tuple[Obj, Obj]:
     labels = {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}
-    ctr = _container("gpu-operator", f"nvcr.io/nvidia/gpu-operator:{ctx.version}",
+    ctr = _container("gpu-operator", ctx.images.operator,
                      {"OPERATOR_NAMESPACE": ctx.ns, "VALIDATOR_IMAGE": ctx.validator_image,
-                      "DRIVER_MANAGER_IMAGE": f"nvcr.io/nvidia/cloud-native/k8s-driver-manager:{ctx.comp['manager']}"},
+                      "DRIVER_MANAGER_IMAGE": ctx.images.driver_manager},
                      command=["gpu-operator"], args=["--leader-elect"])
     return _deployment(ctx, ops.OPERATOR_DEPLOYMENT, labels, [ctr], node)
 
 
 def _nfd(ctx: _Ctx, nodes: list[str], control_node: str) -> tuple[list[Obj], list[Obj], list[Obj]]:
     """(deployments, daemonsets, pods) of the NFD sub-chart with release `gpu-operator`."""
-    img = f"registry.k8s.io/nfd/node-feature-discovery:{ctx.comp['nfd']}"
+    img = ctx.images.nfd
     base = {"app.kubernetes.io/name": "node-feature-discovery", "app.kubernetes.io/instance": "gpu-operator"}
     deps, pods = [], []
     for role in ("master", "gc"):
@@ -641,7 +524,7 @@ def healthy_snapshot(version: str = "v26.3.3", gpu_nodes: int = 3, cpu_nodes: in
     if mig not in ("none", "single", "mixed"):
         raise ValueError(f"mig must be none|single|mixed, not {mig!r}")
     if cdi is None:
-        cdi = versions.parse_or_newest(version) >= (25, 10, 0)
+        cdi = bool(versions.since(versions.CDI_DEFAULT_ON, versions.parse_or_newest(version)))
     cdi = cdi or nri
     product = gpu_product or ("NVIDIA-A100-SXM4-40GB" if mig == "mixed" else "Tesla-T4")
     ctx = _Ctx(version, namespace, cdi, nri, driver, mig, time_slicing_replicas, rename_shared, gfd,
@@ -1116,7 +999,7 @@ def add_mps_control_daemon(snapshot: ClusterSnapshot, nodes: list[str]) -> Obj:
     like the device plugin's DaemonSet it ships with; returns the DaemonSet."""
     import copy
 
-    name = "nvidia-device-plugin-mps-control-daemon"
+    name = specs.MPS_DAEMONSET
     dp = daemonset(snapshot, ops.DEVICE_PLUGIN.daemonset)
     ds = copy.deepcopy(dp)
     ds["metadata"].update({"name": name, "uid": _uid("ds", snapshot.operator_namespace, name),
@@ -1146,11 +1029,6 @@ def add_mps_control_daemon(snapshot: ClusterSnapshot, nodes: list[str]) -> Obj:
 DRA_VERSION = "v26.7.0"
 DRA_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
 DRA_DRIVER = "gpu.nvidia.com"
-# gpuClusterStateLabels (controllers/state_manager.go): the deploy labels of the GPUCluster stack.
-GPUCLUSTER_DEPLOY_LABELS = ("nvidia.com/gpu.deploy.driver", "nvidia.com/gpu.deploy.dra-driver",
-                            "nvidia.com/gpu.deploy.dra-validator", "nvidia.com/gpu.deploy.dcgm-dra",
-                            "nvidia.com/gpu.deploy.dcgm-exporter-dra")
-_GPU_MEMORY = {"Tesla-T4": 15360, "NVIDIA-A100-SXM4-40GB": 40960}
 
 
 def _dra_ctx(snapshot: ClusterSnapshot) -> _Ctx:
@@ -1179,6 +1057,11 @@ def _device_classes() -> list[Obj]:
             dc("vfio.gpu.nvidia.com", sel.format("vfio"))]
 
 
+def _gpu_memory_mib(product: str) -> int:
+    hw = BY_PRODUCT.get(product)
+    return hw.memory_mib if hw else BY_PRODUCT["Tesla-T4"].memory_mib
+
+
 def gpu_uuid(node_name: str, index: int) -> str:
     h = hashlib.sha256(f"{node_name}/{index}".encode()).hexdigest()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
@@ -1192,7 +1075,7 @@ def resource_slice(node_name: str, gpus: int, product: str = "Tesla-T4", generat
                                "brand": {"string": "Nvidia"}, "architecture": {"string": "Turing"},
                                "driverVersion": {"version": HOST_DRIVER_VERSION},
                                "cudaComputeCapability": {"version": "7.5.0"}},
-                "capacity": {"memory": {"value": f"{_GPU_MEMORY.get(product, 15360)}Mi"}}}
+                "capacity": {"memory": {"value": f"{_gpu_memory_mib(product)}Mi"}}}
                for i in range(gpus)]
     name = f"{node_name}-{DRA_DRIVER}-{_suffix(node_name, 'slice')}"
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
@@ -1314,7 +1197,7 @@ def healthy_gpucluster_snapshot(gpu_nodes: int = 3, gpus_per_node: int = 1) -> C
         for k in [k for k in labels if k.startswith("nvidia.com/gpu.deploy.")]:
             del labels[k]
         if k_gpu := labels.get(GPU_PRESENT_LABEL):
-            labels.update({k: "true" for k in GPUCLUSTER_DEPLOY_LABELS} if k_gpu == "true" else {})
+            labels.update({k: "true" for k in ops.GPUCLUSTER_DEPLOY_LABELS} if k_gpu == "true" else {})
     snap.gpu_clusters = [gpucluster()]
     owner = _owner("GPUCluster", "gpu-cluster", _uid("gpucluster", "gpu-cluster"), "nvidia.com/v1alpha1")
     _add_dra_driver(refresh(snap), owner, gpus_per_node, "Tesla-T4")

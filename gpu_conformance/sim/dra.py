@@ -40,6 +40,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_conformance import dra_chart
+from gpu_conformance import operands as op
+from gpu_conformance.gpu_operator.clusterpolicy import CHART_CR_LABELS
 from gpu_conformance.sim.nvidia_smi import gpu_name, gpu_uuid
 from gpu_conformance.sim.profiles import GpuHardware, Profile
 
@@ -58,8 +60,7 @@ GPUCLUSTER_CRD = "gpuclusters.nvidia.com"
 READY_MESSAGE = "All resources have been successfully reconciled"
 NOT_READY_MESSAGE = "Waiting for operand pods to be ready"
 # The deploy labels the GPUCluster stack gates its operands on (controllers/state_manager.go gpuClusterStateLabels).
-GPUCLUSTER_DEPLOY_LABELS = ("nvidia.com/gpu.deploy.driver", DEPLOY_LABEL, "nvidia.com/gpu.deploy.dra-validator",
-                            "nvidia.com/gpu.deploy.dcgm-dra", "nvidia.com/gpu.deploy.dcgm-exporter-dra")
+GPUCLUSTER_DEPLOY_LABELS = op.GPUCLUSTER_DEPLOY_LABELS
 _TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # NVML's architecture string per GFD family (nvlib GetArchitectureAsString).
 _ARCHITECTURE = {"hopper": "Hopper", "ampere": "Ampere", "turing": "Turing", "blackwell": "Blackwell"}
@@ -284,10 +285,9 @@ def gpucluster(profile: Profile) -> Obj:
     c = profile.components
     return {
         "apiVersion": GPUCLUSTER_API, "kind": "GPUCluster",
-        "metadata": {"name": GPUCLUSTER_NAME, "labels": {
-            "app.kubernetes.io/component": "gpu-operator", "app.kubernetes.io/managed-by": "Helm",
-            "helm.sh/chart": f"gpu-operator-{c.operator}"},
-            "annotations": {"helm.sh/resource-policy": "keep"}},
+        "metadata": {"name": GPUCLUSTER_NAME,
+                     "labels": {**CHART_CR_LABELS, "helm.sh/chart": f"gpu-operator-{c.operator}"},
+                     "annotations": {"helm.sh/resource-policy": "keep"}},
         "spec": {
             "draDriver": {"repository": "nvcr.io/nvidia", "image": "dra-driver-nvidia-gpu", "version": c.dra_driver,
                           "imagePullPolicy": "IfNotPresent",

@@ -24,29 +24,33 @@ import yaml
 
 from gpu_conformance import operands as op
 from gpu_conformance import versions
+from gpu_conformance.gpu_operator import clusterpolicy as policy
+from gpu_conformance.gpu_operator import gpu_node
+from gpu_conformance.gpu_operator import operand_specs as specs
+from gpu_conformance.gpu_operator.hardware import GpuHardware
+from gpu_conformance.gpu_operator.operand_specs import (
+    GPU_TOLERATION,
+    MPS_DAEMONSET,
+    PRIORITY_CLASS,
+    VALIDATIONS_DIR,
+    env,
+    validator_init_containers,
+)
+from gpu_conformance.gpu_operator.releases import Images
+from gpu_conformance.gpu_operator.releases import images as release_images
 from gpu_conformance.sim import dra
-from gpu_conformance.sim.profiles import A100_40GB_MIG, GpuHardware, MigProfile, Profile
+from gpu_conformance.sim.profiles import Profile
 
 Obj = dict[str, Any]
 
 CLUSTERPOLICY_NAME = "cluster-policy"
 CLUSTERPOLICY_API_VERSION = "nvidia.com/v1"
 RELEASE = "gpu-operator"  # Helm release name; NFD object names derive from it
-GPU_RESOURCE = "nvidia.com/gpu"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 NFD_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-PRIORITY_CLASS = "system-node-critical"
-VALIDATIONS_DIR = "/run/nvidia/validations"
-MPS_DAEMONSET = "nvidia-device-plugin-mps-control-daemon"
 
 
 
 # ---- small builders ----------------------------------------------------------------------
-def env(name: str, value: str) -> Obj:
-    return {"name": name, "value": value}
-
-
 def env_field(name: str, path: str) -> Obj:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
@@ -78,39 +82,9 @@ def _owned(meta: Obj, clusterpolicy_uid: str | None) -> Obj:
 
 
 # ---- images ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Images:
-    operator: str
-    validator: str
-    driver: str
-    driver_manager: str
-    toolkit: str
-    device_plugin: str
-    gfd: str
-    dcgm_exporter: str
-    dcgm: str
-    mig_manager: str
-    nfd: str
-
-
 def images(profile: Profile) -> Images:
-    c = profile.components
-    nfd_tag = c.nfd if c.nfd.startswith("v") else "v" + c.nfd
     # The operator appends the node OS to the driver tag (e.g. 580.126.20-ubuntu22.04).
-    os_tag = f"{profile.os_id}{profile.os_version_id}"
-    return Images(
-        operator=f"nvcr.io/nvidia/gpu-operator:{c.operator}",
-        validator=f"{c.validator_repository}/{c.validator_image}:{c.operator}",
-        driver=f"nvcr.io/nvidia/driver:{c.driver}-{os_tag}",
-        driver_manager=f"nvcr.io/nvidia/cloud-native/k8s-driver-manager:{c.driver_manager}",
-        toolkit=f"nvcr.io/nvidia/k8s/container-toolkit:{c.toolkit}",
-        device_plugin=f"nvcr.io/nvidia/k8s-device-plugin:{c.device_plugin}",
-        gfd=f"nvcr.io/nvidia/k8s-device-plugin:{c.device_plugin}",
-        dcgm_exporter=f"nvcr.io/nvidia/k8s/dcgm-exporter:{c.dcgm_exporter}",
-        dcgm=f"nvcr.io/nvidia/cloud-native/dcgm:{c.dcgm}",
-        mig_manager=f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:{c.mig_manager}",
-        nfd=f"registry.k8s.io/nfd/node-feature-discovery:{nfd_tag}",
-    )
+    return release_images(profile.components, f"{profile.os_id}{profile.os_version_id}")
 
 
 # ---- CRDs and ClusterPolicy --------------------------------------------------------------
@@ -161,67 +135,15 @@ def crds(profile: Profile | None = None) -> list[Obj]:
 
 def clusterpolicy_spec(profile: Profile) -> Obj:
     """The spec Helm renders from the profile's values (only the switches and images that matter)."""
-    c = profile.components
-    chart = f"gpu-operator-{c.operator}"
-    spec: Obj = {
-        "operator": {"defaultRuntime": "containerd", "runtimeClass": "nvidia",
-                     "initContainer": {"repository": "nvcr.io/nvidia", "image": "cuda",
-                                       "version": "13.0.1-base-ubi9"}},
-        "daemonsets": {
-            "labels": {"helm.sh/chart": chart, "app.kubernetes.io/managed-by": "gpu-operator"},
-            "priorityClassName": PRIORITY_CLASS,
-            "tolerations": [GPU_TOLERATION],
-            "updateStrategy": "RollingUpdate",
-            "rollingUpdate": {"maxUnavailable": "1"},
-        },
-        "validator": {"repository": c.validator_repository, "image": c.validator_image, "version": c.operator,
-                      "plugin": {"env": [env("WITH_WORKLOAD", "false")]}},
-        "mig": {"strategy": profile.mig_strategy},
-        "psa": {"enabled": False},
-        "cdi": {"enabled": profile.cdi},
-        "driver": {
-            "enabled": profile.driver_enabled, "useNvidiaDriverCRD": False, "kernelModuleType": "auto",
-            "repository": "nvcr.io/nvidia", "image": "driver", "version": c.driver,
-            "manager": {"repository": "nvcr.io/nvidia/cloud-native", "image": "k8s-driver-manager",
-                        "version": c.driver_manager},
-            "rdma": {"enabled": False}, "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1},
-        },
-        "toolkit": {"enabled": profile.toolkit_enabled, "repository": "nvcr.io/nvidia/k8s",
-                    "image": "container-toolkit", "version": c.toolkit, "installDir": "/usr/local/nvidia"},
-        "devicePlugin": {"enabled": profile.device_plugin_enabled, "repository": "nvcr.io/nvidia",
-                         "image": "k8s-device-plugin", "version": c.device_plugin},
-        "dcgm": {"enabled": profile.dcgm_enabled, "repository": "nvcr.io/nvidia/cloud-native", "image": "dcgm",
-                 "version": c.dcgm},
-        "dcgmExporter": {"enabled": profile.dcgm_exporter_enabled, "repository": "nvcr.io/nvidia/k8s",
-                         "image": "dcgm-exporter", "version": c.dcgm_exporter,
-                         "serviceMonitor": {"enabled": False}},
-        "gfd": {"enabled": profile.gfd_enabled, "repository": "nvcr.io/nvidia", "image": "k8s-device-plugin",
-                "version": c.device_plugin},
-        "migManager": {"enabled": profile.mig_manager_enabled, "repository": "nvcr.io/nvidia/cloud-native",
-                       "image": "k8s-mig-manager", "version": c.mig_manager,
-                       "config": {"name": "default-mig-parted-config", "default": "all-disabled"}},
-        "nodeStatusExporter": {"enabled": profile.node_status_exporter_enabled},
-        "gds": {"enabled": profile.gds_enabled, "repository": "nvcr.io/nvidia/cloud-native", "image": "nvidia-fs",
-                "version": c.gds},
-        "gdrcopy": {"enabled": profile.gdrcopy_enabled},
-        "vgpuManager": {"enabled": False},
-        "vgpuDeviceManager": {"enabled": True},
-        "sandboxDevicePlugin": {"enabled": True},
-        "vfioManager": {"enabled": True},
-        "kataManager": {"enabled": False},
-        "ccManager": {"enabled": False},
-        "sandboxWorkloads": {"enabled": False, "defaultWorkload": "container"},
-        "hostPaths": {"rootFS": "/", "driverInstallDir": "/run/nvidia/driver"},
-    }
-    if versions.since(versions.SANDBOX_WORKLOADS_MODE, profile.version):
-        spec["sandboxWorkloads"]["mode"] = "kubevirt"
-    if versions.since(versions.CDI_NRI_PLUGIN, profile.version):
-        spec["cdi"]["nriPluginEnabled"] = profile.nri
-    if not versions.since(versions.CDI_DEFAULT_KEY_DROPPED, profile.version):
-        spec["cdi"]["default"] = False
-    if profile.time_slicing_replicas:
-        spec["devicePlugin"]["config"] = {"name": profile.time_slicing_config_name, "default": "any"}
-    return spec
+    on = {section for section, enabled in (
+        ("driver", profile.driver_enabled), ("toolkit", profile.toolkit_enabled),
+        ("devicePlugin", profile.device_plugin_enabled), ("gfd", profile.gfd_enabled), ("dcgm", profile.dcgm_enabled),
+        ("dcgmExporter", profile.dcgm_exporter_enabled), ("migManager", profile.mig_manager_enabled),
+        ("nodeStatusExporter", profile.node_status_exporter_enabled), ("gds", profile.gds_enabled),
+        ("gdrcopy", profile.gdrcopy_enabled)) if enabled}
+    sharing = profile.time_slicing_config_name if profile.time_slicing_replicas else None
+    return policy.clusterpolicy_spec(profile.components, policy.PolicySwitches(
+        cdi=profile.cdi, nri=profile.nri, mig_strategy=profile.mig_strategy, on=frozenset(on), sharing_config=sharing))
 
 
 def clusterpolicy(profile: Profile) -> Obj:
@@ -229,8 +151,7 @@ def clusterpolicy(profile: Profile) -> Obj:
     return {
         "apiVersion": CLUSTERPOLICY_API_VERSION, "kind": "ClusterPolicy",
         "metadata": {"name": CLUSTERPOLICY_NAME, "labels": {
-            "app.kubernetes.io/component": "gpu-operator", "app.kubernetes.io/managed-by": "Helm",
-            "app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/name": "gpu-operator",
+            **policy.CHART_CR_LABELS, "app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/name": "gpu-operator",
             "app.kubernetes.io/version": c.operator, "helm.sh/chart": f"gpu-operator-{c.operator}"}},
         "spec": clusterpolicy_spec(profile),
     }
@@ -337,33 +258,6 @@ def nfd_objects(profile: Profile, namespace: str) -> list[Obj]:
 
 
 # ---- operand DaemonSets ------------------------------------------------------------------
-def validator_init_containers(operator_version: str, device_plugin_enabled: bool = True,
-                              gds_enabled: bool = False, gdrcopy_enabled: bool = False) -> tuple[str, ...]:
-    """nvidia-operator-validator init containers in order, as the operator deploys them.
-
-    The asset lists of facts §3a are what the DaemonSet template holds; TransformValidatorComponent then
-    removes nvidia-fs-validation unless gds.enabled and gdrcopy-validation unless gdrcopy.enabled (GO
-    v25.3.4/v25.10.1 controllers/object_controls.go), and plugin-validation without a device plugin.
-    From v26.3 those checks live inside driver-validation.
-    """
-    v = versions.parse_or_newest(operator_version)
-    if versions.since(versions.FS_VALIDATION_IN_DRIVER_VALIDATION, v):
-        names = ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
-    elif versions.since(versions.GDRCOPY_VALIDATION, v):
-        names = ["driver-validation", "nvidia-fs-validation", "gdrcopy-validation", "toolkit-validation",
-                 "cuda-validation", "plugin-validation"]
-    else:
-        names = ["driver-validation", "nvidia-fs-validation", "toolkit-validation", "cuda-validation",
-                 "plugin-validation"]
-    if not gds_enabled and "nvidia-fs-validation" in names:
-        names.remove("nvidia-fs-validation")
-    if not gdrcopy_enabled and "gdrcopy-validation" in names:
-        names.remove("gdrcopy-validation")
-    if not device_plugin_enabled:
-        names.remove("plugin-validation")
-    return tuple(names)
-
-
 def _validation_env(component: str, profile: Profile, img: Images) -> list[Obj]:
     """Env of one validator init container (what nvidia-validator's COMPONENT mode reads)."""
     if component == "driver":
@@ -381,7 +275,8 @@ def _validation_env(component: str, profile: Profile, img: Images) -> list[Obj]:
             out.append(env("VALIDATOR_RUNTIME_CLASS", "nvidia"))
         return out
     # plugin
-    out = [env("COMPONENT", "plugin"), env("WITH_WAIT", "false"), env("WITH_WORKLOAD", "false"),
+    out = [env("COMPONENT", "plugin"), env("WITH_WAIT", "false"),
+           env("WITH_WORKLOAD", specs.plugin_validation_workload(profile.version)),
            env("MIG_STRATEGY", profile.mig_strategy), env_field("NODE_NAME", "spec.nodeName"),
            env_field("OPERATOR_NAMESPACE", "metadata.namespace"), env("VALIDATOR_IMAGE", img.validator),
            env("VALIDATOR_IMAGE_PULL_POLICY", "IfNotPresent")]
@@ -401,8 +296,7 @@ def _wait_for_toolkit(img: Images) -> Obj:
     """The shell gate operands run before starting: toolkit-ready is written by the validator."""
     return {"name": "toolkit-validation", "image": img.validator, "imagePullPolicy": "IfNotPresent",
             "command": ["sh", "-c"],
-            "args": [f"until [ -f {VALIDATIONS_DIR}/toolkit-ready ]; do echo waiting for nvidia container "
-                     "stack to be setup; sleep 5; done"],
+            "args": list(specs.TOOLKIT_GATE_ARGS),
             "securityContext": {"privileged": True},
             "volumeMounts": [{"name": "run-nvidia-validations", "mountPath": VALIDATIONS_DIR,
                               "mountPropagation": "HostToContainer"}]}
@@ -426,8 +320,7 @@ def _daemonset(name: str, namespace: str, profile: Profile, deploy_label: str, *
                host_pid: bool = False, clusterpolicy_uid: str | None = None,
                select_extra_labels: bool = False) -> Obj:
     # spec.daemonsets.labels go on the DaemonSet and on every operand pod (the real v25.3.4/v26.7 do both).
-    common = {"helm.sh/chart": f"gpu-operator-{profile.components.operator}",
-              "app.kubernetes.io/managed-by": "gpu-operator"}
+    common = specs.daemonset_labels(profile.components.operator)
     ds_labels = {"app": name, **(extra_labels or {}), **common}
     pod_labels = {"app": name, **(extra_labels or {}), **common}
     selector = {"app": name, **((extra_labels or {}) if select_extra_labels else {})}
@@ -470,46 +363,12 @@ def _vols(*pairs: tuple[Obj, Obj]) -> tuple[list[Obj], list[Obj]]:
 
 
 def device_plugin_env(profile: Profile) -> list[Obj]:
-    """Device plugin env as TransformDevicePlugin sets it (facts §6b)."""
-    out = [env("PASS_DEVICE_SPECS", "true"), env("FAIL_ON_INIT_ERROR", "true"),
-           env("DEVICE_LIST_STRATEGY", "envvar"), env("DEVICE_ID_STRATEGY", "uuid"),
-           env("NVIDIA_VISIBLE_DEVICES", "all"), env("NVIDIA_DRIVER_CAPABILITIES", "all"),
-           env("MPS_ROOT", "/run/nvidia/mps"), env("MIG_STRATEGY", profile.mig_strategy),
-           env("NVIDIA_MIG_MONITOR_DEVICES", "all")]
-    if profile.cdi:
-        if versions.since(versions.CDI_DEFAULT_ON, profile.version):
-            strategy, prefix = "cdi-annotations,cdi-cri", "cdi.k8s.io/"
-        else:
-            strategy, prefix = "envvar,cdi-annotations", "nvidia.cdi.k8s.io/"
-        for e in out:
-            if e["name"] == "DEVICE_LIST_STRATEGY":
-                e["value"] = strategy
-        out += [env("CDI_ENABLED", "true"), env("CDI_ANNOTATION_PREFIX", prefix),
-                env("NVIDIA_CDI_HOOK_PATH", "/usr/local/nvidia/toolkit/nvidia-cdi-hook")]
-    if profile.time_slicing_replicas:
-        out.append(env("CONFIG_FILE", "/config/config.yaml"))
-    return out
+    return specs.device_plugin_env(profile.version, profile.mig_strategy, profile.cdi,
+                                   bool(profile.time_slicing_replicas))
 
 
 def toolkit_env(profile: Profile) -> list[Obj]:
-    """Toolkit env: asset defaults + transformForRuntime (containerd) + CDI (facts §6d, §6f)."""
-    out = [env("ROOT", "/usr/local/nvidia"),
-           env("NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND", "management.nvidia.com/gpu"),
-           env("NVIDIA_VISIBLE_DEVICES", "void"), env("TOOLKIT_PID_FILE", "/run/nvidia/toolkit/toolkit.pid")]
-    if profile.cdi:
-        out += [env("CDI_ENABLED", "true"), env("NVIDIA_RUNTIME_SET_AS_DEFAULT", "false"),
-                env("NVIDIA_CONTAINER_RUNTIME_MODE", "cdi"), env("CRIO_CONFIG_MODE", "config")]
-        if profile.nri:
-            out.append(env("ENABLE_NRI_PLUGIN", "true"))
-    out += [env("RUNTIME", "containerd"), env("CONTAINERD_RUNTIME_CLASS", "nvidia"),
-            env("RUNTIME_CONFIG", "/runtime/config-dir/config.toml"),
-            env("CONTAINERD_CONFIG", "/runtime/config-dir/config.toml"),
-            env("RUNTIME_SOCKET", "/runtime/sock-dir/containerd.sock"),
-            env("CONTAINERD_SOCKET", "/runtime/sock-dir/containerd.sock")]
-    if versions.since(versions.RUNTIME_DROP_IN_CONFIG, profile.version):
-        out += [env("RUNTIME_DROP_IN_CONFIG", "/runtime/config-dir.d/99-nvidia.toml"),
-                env("RUNTIME_DROP_IN_CONFIG_HOST_PATH", "/etc/containerd/conf.d/99-nvidia.toml")]
-    return out
+    return specs.toolkit_env(profile.version, profile.cdi, profile.nri)
 
 
 def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str | None = None) -> list[Obj]:
@@ -559,8 +418,7 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
         ds = _daemonset(op.DRIVER.daemonset, namespace, profile, op.DRIVER.deploy_label, init=[manager],
                         containers=driver_containers, volumes=vols, service_account="nvidia-driver",
                         runtime_class=False,
-                        extra_labels={"app.kubernetes.io/component": "nvidia-driver",
-                                      "nvidia.com/precompiled": "false"},
+                        extra_labels=specs.driver_daemonset_labels(profile.version),
                         update_strategy="OnDelete", host_pid=True, clusterpolicy_uid=uid)
         # One driver pod per node across every driver DaemonSet flavour.
         ds["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {
@@ -610,10 +468,8 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
     for c in v_init:
         if c["name"] == "plugin-validation":
             c["securityContext"] = {"privileged": True}
-    sleep = ("while true; do sleep 86400; done" if versions.since(versions.VALIDATOR_SLEEP_LOOP, profile.version)
-             else "sleep infinity")
     v_main = {"name": "nvidia-operator-validator", "image": img.validator, "imagePullPolicy": "IfNotPresent",
-              "command": ["sh", "-c"], "args": [f"echo all validations are successful; {sleep}"],
+              "command": ["sh", "-c"], "args": specs.validator_main_args(profile.version),
               "securityContext": {"privileged": True},
               "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", f"rm -f {VALIDATIONS_DIR}/*-ready"]}}},
               "volumeMounts": [val_mount]}
@@ -640,21 +496,22 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
         out.append(_daemonset(op.DEVICE_PLUGIN.daemonset, namespace, profile, op.DEVICE_PLUGIN.deploy_label,
                               init=init, containers=containers, volumes=vols, service_account="nvidia-device-plugin",
                               runtime_class=True, clusterpolicy_uid=uid))
-        # MPS control daemon: created with the device plugin, but only nodes labelled
-        # nvidia.com/mps.capable=true (MPS sharing configured) get a pod -> 0 pods by default.
-        mps_init = [_wait_for_toolkit(img),
-                    {"name": "mps-control-daemon-mounts", "image": img.device_plugin,
-                     "command": ["mps-control-daemon", "mount-shm"], "securityContext": {"privileged": True}}]
-        mps_ctr = {"name": "mps-control-daemon-ctr", "image": img.device_plugin, "command": ["mps-control-daemon"],
-                   "securityContext": {"privileged": True},
-                   "env": [env_field("NODE_NAME", "spec.nodeName"), env("NVIDIA_VISIBLE_DEVICES", "all"),
-                           env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
-                           env("MIG_STRATEGY", profile.mig_strategy), env("NVIDIA_MIG_MONITOR_DEVICES", "all")]}
-        out.append(_daemonset(MPS_DAEMONSET, namespace, profile, op.DEVICE_PLUGIN.deploy_label, init=mps_init,
-                              containers=[mps_ctr], volumes=[val_vol],
-                              service_account="nvidia-device-plugin-mps-control-daemon",
-                              runtime_class=True, extra_selector={"nvidia.com/mps.capable": "true"},
-                              host_pid=True, clusterpolicy_uid=uid))
+        if versions.since(versions.MPS_CONTROL_DAEMON, profile.version):
+            # MPS control daemon: created with the device plugin, but only nodes labelled
+            # nvidia.com/mps.capable=true (MPS sharing configured) get a pod -> 0 pods by default.
+            mps_init = [_wait_for_toolkit(img),
+                        {"name": "mps-control-daemon-mounts", "image": img.device_plugin,
+                         "command": ["mps-control-daemon", "mount-shm"], "securityContext": {"privileged": True}}]
+            mps_ctr = {"name": "mps-control-daemon-ctr", "image": img.device_plugin, "command": ["mps-control-daemon"],
+                       "securityContext": {"privileged": True},
+                       "env": [env_field("NODE_NAME", "spec.nodeName"), env("NVIDIA_VISIBLE_DEVICES", "all"),
+                               env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+                               env("MIG_STRATEGY", profile.mig_strategy), env("NVIDIA_MIG_MONITOR_DEVICES", "all")]}
+            out.append(_daemonset(MPS_DAEMONSET, namespace, profile, op.DEVICE_PLUGIN.deploy_label, init=mps_init,
+                                  containers=[mps_ctr], volumes=[val_vol],
+                                  service_account="nvidia-device-plugin-mps-control-daemon",
+                                  runtime_class=True, extra_selector={"nvidia.com/mps.capable": "true"},
+                                  host_pid=True, clusterpolicy_uid=uid))
 
     if enabled(op.DCGM) and spec["dcgm"]["enabled"]:
         ctr = {"name": "nvidia-dcgm-ctr", "image": img.dcgm, "imagePullPolicy": "IfNotPresent",
@@ -731,13 +588,10 @@ def operand_daemonsets(profile: Profile, namespace: str, clusterpolicy_uid: str 
 # ---- other operator-created objects ------------------------------------------------------
 def runtime_classes(profile: Profile, clusterpolicy_uid: str | None = None) -> list[Obj]:
     """RuntimeClasses (facts §6e): `nvidia`; + `nvidia-cdi`, `nvidia-legacy` with CDI; none with NRI."""
-    if profile.nri:
-        return []
-    names = ["nvidia"] + (["nvidia-cdi", "nvidia-legacy"] if profile.cdi else [])
     return [{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
              "metadata": _owned({"name": n, "labels": {"app.kubernetes.io/component": "gpu-operator"}},
                                 clusterpolicy_uid),
-             "handler": n} for n in names]
+             "handler": n} for n in specs.runtime_class_names(profile.cdi, profile.nri)]
 
 
 def service_accounts(profile: Profile, namespace: str, daemonsets: list[Obj],
@@ -886,90 +740,28 @@ def nfd_labels(profile: Profile, gpu: bool) -> dict[str, str]:
 
 def operator_node_labels(profile: Profile, hw: GpuHardware) -> dict[str, str]:
     """Labels the operator puts on a GPU node: gpu.present, deploy labels, MIG config request."""
-    labels = {"nvidia.com/gpu.present": "true"}
     if not profile.has_clusterpolicy:
         # The GPUCluster stack's own deploy labels (controllers/state_manager.go gpuClusterStateLabels).
-        return {**labels, **dict.fromkeys(dra.GPUCLUSTER_DEPLOY_LABELS, "true")}
-    for key in op.expected_deploy_labels(profile.operator_version, hw.mig_capable):
-        labels[key] = "true"
-    if profile.driver_pre_installed:
-        # k8s-driver-manager found a working host driver and disabled the driver container here.
-        labels[op.DRIVER.deploy_label] = "pre-installed"
-    if profile.mig_manager_enabled and hw.mig_capable:
-        labels["nvidia.com/mig.config"] = hw.mig_config
-    if profile.driver_pods_expected:
-        labels["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-done"
-    return labels
+        return {"nvidia.com/gpu.present": "true", **dict.fromkeys(op.GPUCLUSTER_DEPLOY_LABELS, "true")}
+    return gpu_node.operator_node_labels(profile.operator_version, hw, mig_manager=profile.mig_manager_enabled,
+                                         driver_pre_installed=profile.driver_pre_installed,
+                                         driver_pods=profile.driver_pods_expected)
 
 
 def gfd_labels(profile: Profile, hw: GpuHardware, now: float | None = None) -> dict[str, str]:
     """The labels GPU Feature Discovery publishes for the node's GPUs (facts §5; DP internal/lm)."""
-    driver = profile.driver_version
-    parts = driver.split(".")
-    cuda_major, cuda_minor = profile.cuda_version.split(".")
-    labels = {
-        "nvidia.com/cuda.driver.major": parts[0], "nvidia.com/cuda.driver.minor": parts[1],
-        "nvidia.com/cuda.driver.rev": parts[2] if len(parts) > 2 else "",
-        "nvidia.com/cuda.driver-version.major": parts[0], "nvidia.com/cuda.driver-version.minor": parts[1],
-        "nvidia.com/cuda.driver-version.revision": parts[2] if len(parts) > 2 else "",
-        "nvidia.com/cuda.driver-version.full": driver,
-        "nvidia.com/cuda.runtime.major": cuda_major, "nvidia.com/cuda.runtime.minor": cuda_minor,
-        "nvidia.com/cuda.runtime-version.major": cuda_major, "nvidia.com/cuda.runtime-version.minor": cuda_minor,
-        "nvidia.com/cuda.runtime-version.full": profile.cuda_version,
-        "nvidia.com/gfd.timestamp": str(int(now if now is not None else time.time())),
-        "nvidia.com/gpu.machine": hw.machine,
-        "nvidia.com/gpu.mode": "compute",
-        "nvidia.com/mig.capable": str(hw.mig_capable).lower(),
-        "nvidia.com/mps.capable": "false",
-        "nvidia.com/vgpu.present": "false",
-    }
-    replicas = profile.time_slicing_replicas or 1
-    shared = replicas > 1
-    # Full-GPU labels. MIG-enabled GPUs are labelled without sharing (replicas 0), like GFD does.
-    labels.update({
-        "nvidia.com/gpu.product": hw.product + ("-SHARED" if shared and not hw.mig_enabled else ""),
-        "nvidia.com/gpu.count": str(hw.count),
-        "nvidia.com/gpu.replicas": "0" if hw.mig_enabled else str(replicas),
-        "nvidia.com/gpu.sharing-strategy": "time-slicing" if shared and not hw.mig_enabled else "none",
-        "nvidia.com/gpu.memory": str(hw.memory_mib),
-        "nvidia.com/gpu.family": hw.family,
-        "nvidia.com/gpu.compute.major": str(hw.compute_major),
-        "nvidia.com/gpu.compute.minor": str(hw.compute_minor),
-    })
-    if profile.mig_strategy != "none":
-        labels["nvidia.com/mig.strategy"] = profile.mig_strategy
-    if hw.mig_enabled and profile.mig_strategy == "mixed":
-        for name, per_gpu in hw.mig_layout:
-            labels.update(_mig_labels(f"{MIG_RESOURCE_PREFIX}{name}", hw, A100_40GB_MIG[name], per_gpu * hw.count))
-    elif hw.mig_enabled and profile.mig_strategy == "single":
-        name, per_gpu = hw.mig_layout[0]
-        labels.update(_mig_labels(GPU_RESOURCE, hw, A100_40GB_MIG[name], per_gpu * hw.count))
-    return labels
-
-
-def _mig_labels(resource: str, hw: GpuHardware, mig: MigProfile, count: int) -> dict[str, str]:
-    attrs = {"count": count, "replicas": 1, "sharing-strategy": "none", "product": f"{hw.product}-MIG-{mig.name}",
-             "memory": mig.memory_mb, "multiprocessors": mig.multiprocessors, "slices.gi": mig.slices_gi,
-             "slices.ci": mig.slices_ci, "engines.copy": mig.engines_copy, "engines.decoder": mig.engines_decoder,
-             "engines.encoder": mig.engines_encoder, "engines.jpeg": mig.engines_jpeg, "engines.ofa": mig.engines_ofa}
-    return {f"{resource}.{k}": str(v) for k, v in attrs.items()}
+    return gpu_node.gfd_labels(hw, profile.driver_version, profile.version, profile.mig_strategy,
+                               profile.time_slicing_replicas or 1, int(now if now is not None else time.time()))
 
 
 def mig_manager_labels(profile: Profile, hw: GpuHardware) -> dict[str, str]:
     """mig-manager reports the applied config on the nodes it runs on."""
-    if profile.mig_manager_enabled and hw.mig_capable:
-        return {"nvidia.com/mig.config.state": "success"}
-    return {}
+    return gpu_node.mig_manager_labels(profile.operator_version, hw, profile.mig_manager_enabled)
 
 
 def device_plugin_resources(profile: Profile, hw: GpuHardware) -> dict[str, str]:
     """Extended resources the device plugin registers with kubelet for this node (facts §6a)."""
-    replicas = profile.time_slicing_replicas or 1
-    if hw.mig_enabled and profile.mig_strategy == "mixed":
-        return {f"{MIG_RESOURCE_PREFIX}{name}": str(n * hw.count) for name, n in hw.mig_layout}
-    if hw.mig_enabled and profile.mig_strategy == "single":
-        return {GPU_RESOURCE: str(sum(n for _, n in hw.mig_layout) * hw.count)}
-    return {GPU_RESOURCE: str(hw.count * replicas)}
+    return gpu_node.device_plugin_resources(hw, profile.mig_strategy, profile.time_slicing_replicas or 1)
 
 
 # ---- the whole install -------------------------------------------------------------------

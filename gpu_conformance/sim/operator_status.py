@@ -31,11 +31,12 @@ from typing import Any
 
 from gpu_conformance import operands as op
 from gpu_conformance import versions
+from gpu_conformance.gpu_operator.clusterpolicy import READY_MESSAGE, clusterpolicy_conditions
+from gpu_conformance.gpu_operator.operand_specs import MPS_DAEMONSET
 
 Obj = dict[str, Any]
 
 CLUSTERPOLICY_NAME = "cluster-policy"
-READY_MESSAGE = "ClusterPolicy is ready as all resources have been successfully reconciled"
 NO_GPU_MESSAGE = "No GPU node found, watching for new nodes to join the cluster."
 NFD_PCI_LABELS = ("feature.node.kubernetes.io/pci-10de.present", "feature.node.kubernetes.io/pci-0302_10de.present",
                   "feature.node.kubernetes.io/pci-0300_10de.present")
@@ -47,7 +48,7 @@ STATE_DAEMONSETS: tuple[tuple[str, str], ...] = (
     ("state-container-toolkit", op.TOOLKIT.daemonset),
     ("state-operator-validation", op.VALIDATOR.daemonset),
     ("state-device-plugin", op.DEVICE_PLUGIN.daemonset),
-    ("state-mps-control-daemon", "nvidia-device-plugin-mps-control-daemon"),
+    ("state-mps-control-daemon", MPS_DAEMONSET),
     ("state-dcgm", op.DCGM.daemonset),
     ("state-dcgm-exporter", op.DCGM_EXPORTER.daemonset),
     ("gpu-feature-discovery", op.GFD.daemonset),
@@ -135,12 +136,8 @@ def apply_status(current: Obj | None, namespace: str, state: str, true_type: str
                  now: str) -> Obj:
     """The new status: meta.SetStatusCondition keeps lastTransitionTime unless a condition's status flips."""
     old = {c["type"]: c for c in (current or {}).get("conditions") or []}
-    if true_type == "Ready":
-        wanted = [("Ready", "True", reason, message), ("Error", "False", "Ready", "")]
-    else:
-        wanted = [("Ready", "False", "Error", ""), ("Error", "True", reason, message)]
     conditions = []
-    for ctype, status, why, text in wanted:
+    for ctype, status, why, text in clusterpolicy_conditions(true_type == "Ready", reason, message):
         prev = old.get(ctype)
         since = prev["lastTransitionTime"] if prev and prev.get("status") == status else now
         conditions.append({"type": ctype, "status": status, "reason": why, "message": text,

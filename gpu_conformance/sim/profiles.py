@@ -9,132 +9,20 @@ except the hardware mix of each profile, which is a plausible cluster, not a mea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gpu_conformance import versions
+from gpu_conformance.gpu_operator.hardware import (
+    A100,
+    A100_MIG_BALANCED,
+    H100,
+    T4,
+    T4X4,
+    GpuHardware,
+    cuda_version_for_driver,
+)
+from gpu_conformance.gpu_operator.releases import ComponentVersions, components_for
 from gpu_conformance.versions import parse_or_newest
-
-
-@dataclass(frozen=True)
-class ComponentVersions:
-    """Helm default image tags of one GPU Operator release (facts §0 table)."""
-
-    operator: str
-    driver: str
-    driver_manager: str
-    toolkit: str
-    device_plugin: str  # also the GFD image (same k8s-device-plugin image since v0.15)
-    dcgm_exporter: str
-    dcgm: str
-    mig_manager: str
-    nfd: str  # NFD sub-chart version, also its image tag
-    # The validator image moved into the operator image in v25.10.
-    validator_repository: str
-    validator_image: str
-    gds: str = ""  # nvidia-fs image tag (gds.version), used only when gds.enabled
-    dra_driver: str = ""  # draDriver.version (dra-driver-nvidia-gpu image), from v26.7.0
-
-
-_NEW_VALIDATOR = ("nvcr.io/nvidia", "gpu-operator")
-
-COMPONENTS: dict[str, ComponentVersions] = {
-    "v25.3.4": ComponentVersions(
-        "v25.3.4", "580.82.07", "v0.8.1", "v1.17.8-ubuntu20.04", "v0.17.4", "4.3.1-4.4.0-ubuntu22.04",
-        "4.3.1-1-ubuntu22.04", "v0.12.3-ubuntu20.04", "v0.17.3",
-        "nvcr.io/nvidia/cloud-native", "gpu-operator-validator", "2.20.5"),
-    "v25.10.0": ComponentVersions(
-        "v25.10.0", "580.95.05", "v0.9.0", "v1.18.0", "v0.18.0", "4.4.1-4.6.0-distroless",
-        "4.4.1-2-ubuntu22.04", "v0.13.0", "v0.18.2", *_NEW_VALIDATOR),
-    "v25.10.1": ComponentVersions(
-        "v25.10.1", "580.105.08", "v0.9.1", "v1.18.1", "v0.18.1", "4.4.2-4.7.0-distroless",
-        "4.4.2-1-ubuntu22.04", "v0.13.1", "v0.18.2", *_NEW_VALIDATOR),
-    "v26.3.0": ComponentVersions(
-        "v26.3.0", "580.126.20", "v0.10.0", "v1.19.0", "v0.19.0", "4.5.1-4.8.0-distroless",
-        "4.5.2-1-ubuntu22.04", "v0.14.0", "0.18.3", *_NEW_VALIDATOR),
-    "v26.3.3": ComponentVersions(
-        "v26.3.3", "580.126.20", "v0.11.0", "v1.19.1", "v0.19.3", "4.5.3-4.8.2-distroless",
-        "4.5.2-1-ubuntu22.04", "v0.14.2", "0.18.3", *_NEW_VALIDATOR, "2.27.3"),
-    "v26.7.0": ComponentVersions(
-        "v26.7.0", "595.91.07", "v0.12.0", "v1.20.0", "v0.20.0", "4.6.0-4.8.3-distroless",
-        "4.6.0-1-ubuntu24.04", "v0.15.0", "0.19.0", *_NEW_VALIDATOR, "2.29.4", "v0.5.0"),
-}
-
-
-def cuda_version_for_driver(driver_version: str) -> str:
-    """CUDA version a driver branch reports (nvidia-smi 'CUDA Version', GFD cuda.runtime-version).
-
-    R570 = 12.8 and R580 = 13.0 are published pairs; R595 = 13.2 is an assumption (not in the facts).
-    """
-    branch = int(driver_version.split(".")[0])
-    if branch >= 595:
-        return "13.2"
-    if branch >= 580:
-        return "13.0"
-    if branch >= 575:
-        return "12.9"
-    if branch >= 570:
-        return "12.8"
-    return "12.4"
-
-
-@dataclass(frozen=True)
-class MigProfile:
-    """One MIG device type as NVML reports its attributes (GFD labels nvidia.com/mig-<name>.*)."""
-
-    name: str  # e.g. "1g.5gb"
-    memory_mb: int
-    multiprocessors: int
-    slices_gi: int
-    slices_ci: int
-    engines_copy: int
-    engines_decoder: int
-    engines_encoder: int = 0
-    engines_jpeg: int = 0
-    engines_ofa: int = 0
-
-
-# A100-SXM4-40GB profiles. Memory/SM figures are typical `nvidia-smi mig -lgip` values; approximate.
-A100_40GB_MIG = {
-    "1g.5gb": MigProfile("1g.5gb", 4864, 14, 1, 1, 1, 0),
-    "2g.10gb": MigProfile("2g.10gb", 9984, 28, 2, 2, 2, 1),
-    "3g.20gb": MigProfile("3g.20gb", 20096, 42, 3, 3, 3, 2),
-}
-
-
-@dataclass(frozen=True)
-class GpuHardware:
-    """The GPUs of one GPU node, as NVML would report them."""
-
-    product: str  # GFD label value (NVML name with spaces -> '-'), e.g. NVIDIA-A100-SXM4-40GB
-    name: str  # NVML / nvidia-smi name, e.g. "NVIDIA A100-SXM4-40GB"
-    count: int
-    memory_mib: int
-    family: str
-    compute_major: int
-    compute_minor: int
-    mig_capable: bool
-    machine: str  # nvidia.com/gpu.machine (sanitised DMI product name or cloud instance type)
-    # MIG devices per GPU when MIG is enabled on this node (mixed strategy): ((profile, n), ...).
-    mig_layout: tuple[tuple[str, int], ...] = ()
-    # mig-parted config the node is labelled with (nvidia.com/mig.config) when MIG is enabled.
-    mig_config: str = "all-disabled"
-
-    @property
-    def mig_enabled(self) -> bool:
-        return bool(self.mig_layout)
-
-
-H100 = GpuHardware("NVIDIA-H100-80GB-HBM3", "NVIDIA H100 80GB HBM3", 8, 81559, "hopper", 9, 0, True,
-                   "DGX-H100")
-A100 = GpuHardware("NVIDIA-A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", 8, 40960, "ampere", 8, 0, True,
-                   "DGX-A100")
-T4 = GpuHardware("Tesla-T4", "Tesla T4", 1, 15360, "turing", 7, 5, False, "g4dn.xlarge")
-T4X4 = replace(T4, count=4, machine="g4dn.12xlarge")
-# The A100 layout mig-parted's default config calls `all-balanced` (2x1g.5gb + 2g.10gb + 3g.20gb per GPU).
-A100_MIG_BALANCED = replace(A100, mig_layout=(("1g.5gb", 2), ("2g.10gb", 1), ("3g.20gb", 1)),
-                            mig_config="all-balanced")
-
-GPU_NAMES = {hw.product: hw.name for hw in (H100, A100, T4)}
 
 
 @dataclass(frozen=True)
@@ -183,13 +71,7 @@ class Profile:
     # ---- derived facts ------------------------------------------------------------------
     @property
     def components(self) -> ComponentVersions:
-        if self.operator_version in COMPONENTS:
-            return COMPONENTS[self.operator_version]
-        # Unknown tag: nearest known release not newer than it (image tags of that release).
-        v = parse_or_newest(self.operator_version)
-        known = sorted(COMPONENTS, key=parse_or_newest)
-        best = [k for k in known if parse_or_newest(k) <= v] or known[:1]
-        return replace(COMPONENTS[best[-1]], operator=self.operator_version)
+        return components_for(self.operator_version)
 
     @property
     def version(self) -> tuple[int, int, int]:

@@ -1,0 +1,10 @@
+"""What a GPU Operator install is, release by release: one model read by the simulated operator (sim/install.py,
+sim/profiles.py) and by the unit tests' snapshot factory (tests/factory.py), so the two cannot drift apart.
+
+`releases` holds each release's Helm default image tags and the image references built from them; `hardware` the
+GPUs a node can carry (what NVML reports, what the driver branch's CUDA version is); `gpu_node` the GFD
+labels and extended resources a GPU node shows once GFD and the device plugin run; `operand_specs` what the
+operator renders into its operands for a release and a ClusterPolicy (validator stages, device plugin and toolkit
+env, operand labels, RuntimeClasses); `clusterpolicy` the ClusterPolicy's spec (a release's defaults and the admin's
+switches) and its status once ready. Nothing here talks to a cluster.
+"""
