@@ -49,7 +49,8 @@ EXCLUSIVE_TIERS = ("kind",)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
+    # Only where pytest-xdist is installed (it registers the mark; without it the mark is an unknown-mark warning).
+    for item in items if config.pluginmanager.hasplugin("xdist") else ():
         tier = next((m for m in EXCLUSIVE_TIERS if item.get_closest_marker(m) is not None), None)
         if tier is not None:
             item.add_marker(pytest.mark.xdist_group(tier))
