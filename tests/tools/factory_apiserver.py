@@ -130,14 +130,26 @@ def whole_run(api: FactoryApi, work: Path, profile: Path | None = None) -> dict[
     proc = subprocess.run(cmd, env={**_env(), "GPU_CONFORMANCE_BENCH_PEAK": str(peak)}, capture_output=True,
                           text=True, timeout=1800, check=False)
     seconds, cpu = time.monotonic() - t0, _children_cpu() - cpu0
-    requests: dict[str, int] = {}
-    for method, path, _ in api.requests:
-        key = f"{method} {urlsplit(path).path}"
-        requests[key] = requests.get(key, 0) + 1
     return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2), "exit": proc.returncode,
             "peak_mib": round(int(peak.read_text()) / 1024) if peak.exists() else -1,
-            "requests": requests, "tail": (proc.stdout + proc.stderr).strip().splitlines()[-2:],
+            "requests": requests_by_kind(api), "tail": (proc.stdout + proc.stderr).strip().splitlines()[-2:],
             "reports": {p.name: p.stat().st_size for p in sorted(reports.glob("*")) if p.is_file()}}
+
+
+def requests_by_kind(api: FakeApi) -> dict[str, int]:
+    """How many requests of each kind the server answered: "GET path?selector" (a LIST and its selector), the
+    log reads ("GET .../pods/*/log"), "POST path" (the access reviews)."""
+    counts: dict[str, int] = {}
+    for method, target, _ in api.requests:
+        url = urlsplit(target)
+        query = parse_qs(url.query)
+        selector = ",".join(v[0] for k, v in sorted(query.items()) if k in ("labelSelector", "fieldSelector"))
+        path = url.path
+        if path.endswith("/log"):  # which pod's: the failing pod's name differs with the cluster's size
+            path = path.rsplit("/", 2)[0] + "/*/log"
+        key = f"{method} {path}" + (f"?{selector}" if selector else "")
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _children_cpu() -> float:
