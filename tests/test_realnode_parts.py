@@ -117,7 +117,8 @@ def test_missing_debian_tools_name_the_apt_command(monkeypatch: pytest.MonkeyPat
     assert msg.startswith("the real-node tier needs runc, ip") and "apt-get install runc" in msg
 
 
-def test_cgroup_walk_survives_a_directory_removed_while_walking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cgroup_walk_survives_a_directory_removed_while_walking(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The kubelet removes pod cgroups while stop walks them; a CI run failed on rglob's FileNotFoundError."""
     for sub in ("kubepods/besteffort/pod-a/c1", "kubepods/besteffort/pod-b", "kubepods/burstable"):
         (tmp_path / sub).mkdir(parents=True)
