@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpu_conformance import pytest_reporting
+from gpu_conformance import heap, pytest_reporting
 from gpu_conformance.closed_stdout import GuardedStream, guard_terminal
 from gpu_conformance.control_chars import printable
 from gpu_conformance.errors import (
@@ -138,6 +138,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise _usage_error(config, str(e)) from None
     session = ConformanceSession(config, target, settings, target_options_from_config(config, target))
     config.pluginmanager.register(session, PLUGIN_NAME)
+    # The last cleanup of the session (tryfirst: registered before the other plugins'): what the run froze
+    # (heap.py) stays out of the full collections pytest forces at exit, and goes back to the collector after them.
+    config.add_cleanup(heap.release)
     # SIGTERM (CI cancellation, `timeout`, a deleted Job) ends the run like Ctrl-C: cleanup and reports.
     install_sigterm()
     # tryfirst: before junitxml's, pytest-html's and allure's configure read their output options.
@@ -148,6 +151,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = session_of(config)
     if session is not None:
         config.pluginmanager.unregister(session, PLUGIN_NAME)
+        session.run = session.result = None
     restore_sigterm()
 
 
@@ -387,6 +391,8 @@ class ConformanceSession:
                     "interrupted before the cluster was read", self.config.option.xmlpath)
         finally:
             run.close()
+            # What is left (the result, the snapshot) lives until the session ends: out of the collector's walks.
+            heap.settle()
         if self.probe_error is not None:
             # The cluster was lost mid-probe: the reports say INCOMPLETE and why; the exit code says "unreachable".
             session.exitstatus = self.probe_error.exit_code

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gpu_conformance import catalogue
+from gpu_conformance import catalogue, heap
 from gpu_conformance.checks.common import operator_image, operator_version
 from gpu_conformance.cluster.connect import Connection, connect
 from gpu_conformance.cluster.reader import read_snapshot
@@ -72,7 +72,8 @@ class ConformanceRun:
         endpoint = target.connect()
         self.settings.kubeconfig, self.settings.context = endpoint.kubeconfig, endpoint.context
         self.conn = connect(self.settings.kubeconfig, self.settings.context)
-        snap = read_snapshot(self.conn, self.settings.operator_namespace, self.settings.gpu_node_selector)
+        with heap.collection_paused():
+            snap = read_snapshot(self.conn, self.settings.operator_namespace, self.settings.gpu_node_selector)
         if CLUSTERPOLICY_CRD not in snap.crds and not snap.operator_pods and not snap.clusterpolicies:
             raise OperatorNotInstalled(
                 f"the NVIDIA GPU Operator is not installed on {snap.server} (no {CLUSTERPOLICY_CRD} CRD, no pod "
@@ -93,8 +94,10 @@ class ConformanceRun:
         for check in catalogue.all_checks():
             if check.func is not None:
                 self.findings.extend(check.run(snap, self.settings))
+        heap.settle()
 
     def close(self) -> None:
+        heap.release()
         if self.conn:
             self.conn.close()
         if self.target_handle is not None:

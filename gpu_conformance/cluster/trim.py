@@ -30,13 +30,19 @@ _METADATA: Shape = {
 # restartPolicy (a sidecar init container, as kubectl prints it).
 _CONTAINER: Shape = {"name": KEEP, "image": KEEP, "resources": KEEP, "restartPolicy": KEEP}
 
+# Container statuses: what pod states, evidence and timelines quote (state/lastState whole). Not the volume mounts
+# kubelet reports since Kubernetes 1.30 (RecursiveReadOnlyMounts; one entry per mount: 8 on an operand pod, a
+# third of a trimmed pod's memory), nor imageID, containerID, allocatedResources, resources, user.
+_CONTAINER_STATUS: Shape = {"name": KEEP, "image": KEEP, "state": KEEP, "lastState": KEEP, "ready": KEEP,
+                            "started": KEEP, "restartCount": KEEP}
+
 POD: Shape = {
     "metadata": _METADATA,
     "spec": {"nodeName": KEEP, "containers": _CONTAINER, "initContainers": _CONTAINER, "runtimeClassName": KEEP,
              "nodeSelector": KEEP},
-    # Container statuses whole: state/lastState/restartCount/ready/started all end up in evidence.
-    "status": {"phase": KEEP, "reason": KEEP, "message": KEEP, "conditions": KEEP, "containerStatuses": KEEP,
-               "initContainerStatuses": KEEP, "startTime": KEEP},
+    "status": {"phase": KEEP, "reason": KEEP, "message": KEEP, "conditions": KEEP,
+               "containerStatuses": _CONTAINER_STATUS, "initContainerStatuses": _CONTAINER_STATUS,
+               "startTime": KEEP},
 }
 NODE: Shape = {
     "metadata": {**_METADATA, "annotations": KEEP},
