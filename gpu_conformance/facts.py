@@ -1,19 +1,21 @@
-"""Facts about the cluster that several checks, the probe and the report need, computed once per snapshot.
+"""Facts about the cluster that several checks, the probe and the report need, computed once per run.
 
-`facts(snapshot)` is cached on the snapshot, so a fact cannot be worked out twice and disagree with itself
-(the report header and DRV-001 once named different driver modes for the same node).
+`build_facts(snapshot)` works them all out from the read; the session calls it once and hands the result to every
+check (check_input.CheckInput), the report header and the reports, so a fact cannot be worked out twice and
+disagree with itself (the report header and DRV-001 once named different driver modes for the same node).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpu_conformance import operands as ops
 from gpu_conformance import versions
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.resource_model import ResourceModel, resource_model
+from gpu_conformance.resource_model import ResourceModel, both_models, resource_model
+from gpu_conformance.resource_slices import DraView
 
 Obj = dict[str, Any]
 
@@ -62,10 +64,10 @@ class OperatorVersion:
         return self.parsed is not None
 
 
-def _validator_image(snap: ClusterSnapshot) -> str:
+def _validator_image(snap: ClusterSnapshot, operands: OperandPodIndex) -> str:
     ds = snap.daemonset(ops.VALIDATOR.daemonset)
     pods = [ds] if ds else []
-    pods += operand_pods(snap, ops.VALIDATOR)[:1]
+    pods += operands.pods(ops.VALIDATOR)[:1]
     for obj in pods:
         spec = obj.get("spec", {})
         spec = spec.get("template", {}).get("spec", spec)
@@ -75,7 +77,7 @@ def _validator_image(snap: ClusterSnapshot) -> str:
     return ""
 
 
-def detect_operator_version(snap: ClusterSnapshot) -> OperatorVersion:
+def detect_operator_version(snap: ClusterSnapshot, operands: OperandPodIndex) -> OperatorVersion:
     """From what the cluster says, most direct first: image tag, OLM CSV, Helm labels, the validator's image tag.
 
     OLM bundles (certified operator up to v25.10) pin images by digest with no tag; the CSV then names the version.
@@ -91,7 +93,7 @@ def detect_operator_version(snap: ClusterSnapshot) -> OperatorVersion:
         dl = labels_of(dep)
         candidates.append((dl.get("app.kubernetes.io/version", ""), "Deployment label app.kubernetes.io/version"))
         candidates.append((dl.get("helm.sh/chart", ""), f"Deployment label helm.sh/chart={dl.get('helm.sh/chart')}"))
-    vimage = _validator_image(snap)
+    vimage = _validator_image(snap, operands)
     candidates.append((image_tag(vimage), f"validator image {vimage}"))
     for tag, source in candidates:
         parsed = versions.parse(tag)
@@ -181,12 +183,22 @@ def _operand_matcher(snap: ClusterSnapshot, operand: ops.Operand) -> _OperandPod
 
 
 @dataclass(frozen=True)
-class _OperandPodIndex:
+class OperandPodIndex:
+    """Which pods are each operand's, worked out once: every check asks for several operands' pods on every node."""
+
     everywhere: dict[str, list[Obj]]          # operand key -> all its pods
     on_node: dict[tuple[str, str], Obj]       # (operand key, node) -> its newest live pod of the best tier there
 
+    def pods(self, operand: ops.Operand) -> list[Obj]:
+        """Every pod of the operand in the operator namespace, on any node (terminating ones too)."""
+        return self.everywhere.get(operand.key, [])
 
-def _build_operand_index(snap: ClusterSnapshot) -> _OperandPodIndex:
+    def pod(self, operand: ops.Operand, node: str) -> Obj | None:
+        """The operand's newest live pod on the node, from the strongest evidence any pod there gives (see tier)."""
+        return self.on_node.get((operand.key, node))
+
+
+def operand_index(snap: ClusterSnapshot) -> OperandPodIndex:
     matchers = {o.key: _operand_matcher(snap, o) for o in ops.OPERANDS}
     everywhere: dict[str, list[Obj]] = {key: [] for key in matchers}
     candidates: dict[tuple[str, str], list[tuple[int, Obj]]] = {}
@@ -207,22 +219,7 @@ def _build_operand_index(snap: ClusterSnapshot) -> _OperandPodIndex:
         pod = snap.pod_on_node([p for t, p in found if t == best], node)
         if pod is not None:
             on_node[(key, node)] = pod
-    return _OperandPodIndex(everywhere, on_node)
-
-
-def _operand_index(snap: ClusterSnapshot) -> _OperandPodIndex:
-    """Built once per snapshot like facts(): every check asks for several operands' pods on every node."""
-    return snap.derived("_operand_pods", _build_operand_index)
-
-
-def operand_pods(snap: ClusterSnapshot, operand: ops.Operand) -> list[Obj]:
-    """Every pod of the operand in the operator namespace, on any node (terminating ones too)."""
-    return _operand_index(snap).everywhere.get(operand.key, [])
-
-
-def operand_pod(snap: ClusterSnapshot, operand: ops.Operand, node: str) -> Obj | None:
-    """The operand's newest live pod on the node, from the strongest evidence any pod there gives (see tier)."""
-    return _operand_index(snap).on_node.get((operand.key, node))
+    return OperandPodIndex(everywhere, on_node)
 
 
 # ---- driver ------------------------------------------------------------------------------------------------
@@ -238,10 +235,6 @@ class DriverMode:
     def report_name(self) -> str:
         """The short name the report's header counts ('operator', 'nvidiadriver-cr', 'host', 'pre-installed')."""
         return "nvidiadriver-cr" if self.kind == "operator" and self.via_crd else self.kind
-
-
-def driver_pod(snap: ClusterSnapshot, node: str) -> Obj | None:
-    return operand_pod(snap, ops.DRIVER, node)
 
 
 # NVIDIADriver status (controllers/nvidiadriver_controller.go, v23.9.0..v26.7.0): on an error the controller sets
@@ -295,10 +288,10 @@ def nvidiadriver_problem(snap: ClusterSnapshot, node: str) -> str:
     return ""
 
 
-def driver_mode(snap: ClusterSnapshot, node: str) -> DriverMode:
+def driver_mode(snap: ClusterSnapshot, node: str, operands: OperandPodIndex, model: ResourceModel) -> DriverMode:
     """Which driver configuration a GPU node is in, from its driver pod, deploy label and the ClusterPolicy."""
     label = labels_of(snap.node_by_name.get(node, {})).get(ops.DRIVER.deploy_label)
-    pod = driver_pod(snap, node)
+    pod = operands.pod(ops.DRIVER, node)
     use_crd = bool(snap.policy_spec("driver", "useNvidiaDriverCRD"))
     if pod is not None:
         owner = next((r for r in pod.get("metadata", {}).get("ownerReferences") or []), {})
@@ -308,7 +301,7 @@ def driver_mode(snap: ClusterSnapshot, node: str) -> DriverMode:
     if label == "pre-installed":
         return DriverMode("pre-installed", f"pre-installed host driver detected by k8s-driver-manager "
                           f"({ops.DRIVER.deploy_label}=pre-installed)")
-    if resource_model(snap) == ResourceModel.GPUCLUSTER:
+    if model == ResourceModel.GPUCLUSTER:
         # v26.7.0's GPUCluster installs no driver: it is on the host, or an NVIDIADriver CR deploys it.
         if snap.nvidiadrivers:
             names = ", ".join(name_of(d) for d in snap.nvidiadrivers)
@@ -334,19 +327,82 @@ def driver_mode(snap: ClusterSnapshot, node: str) -> DriverMode:
     return DriverMode("operator", "operator driver container (spec.driver.enabled=true)")
 
 
+# ---- CDI --------------------------------------------------------------------------------------------------------
+class CdiSetting(NamedTuple):
+    """Whether CDI injects the GPUs (DPL-007, RuntimeClasses, PRB-004 all read this one answer) and why."""
+
+    on: bool
+    source: str
+
+
+def strategy_uses_cdi(strategy: str) -> bool:
+    return any(s.strip() in ("cdi-annotations", "cdi-cri") for s in strategy.split(","))
+
+
+def device_plugin_env(snap: ClusterSnapshot) -> dict[str, str] | None:
+    """The env of the device plugin DaemonSet's plugin container; None when there is no such DaemonSet."""
+    ds = snap.daemonset(ops.DEVICE_PLUGIN.daemonset)
+    if ds is None:
+        return None
+    containers = ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+    ctr = next((c for c in containers if c.get("name") == ops.DEVICE_PLUGIN_CONTAINER),
+               containers[0] if containers else {})
+    return {e.get("name", ""): str(e.get("value", "")) for e in ctr.get("env") or [] if "value" in e}
+
+
+def cdi_policy(snap: ClusterSnapshot, version: versions.Version | None) -> tuple[bool | None, str]:
+    """CDI on/off per the ClusterPolicy, with where that came from (the field, or the version's default).
+
+    None when the field is unset and the operator version unknown: both answers are then acceptable.
+    """
+    value = snap.policy_spec("cdi", "enabled")
+    if value is not None:
+        return bool(value), f"spec.cdi.enabled={str(bool(value)).lower()}"
+    on = versions.since(versions.CDI_DEFAULT_ON, version)
+    if on is None:
+        return None, "spec.cdi.enabled unset and operator version unknown"
+    return on, f"spec.cdi.enabled unset (default {str(on).lower()} for operator {versions.text(version)})"
+
+
+def effective_cdi(snap: ClusterSnapshot, version: versions.Version | None,
+                  env: dict[str, str] | None) -> CdiSetting:
+    """cdi_policy, with an undecidable policy settled by what the device plugin actually does (its `env`)."""
+    on, source = cdi_policy(snap, version)
+    if on is not None:
+        return CdiSetting(on, source)
+    plugin = strategy_uses_cdi(env.get("DEVICE_LIST_STRATEGY", "envvar")) if env is not None else False
+    return CdiSetting(plugin, f"{source}; the device plugin's DEVICE_LIST_STRATEGY says {'on' if plugin else 'off'}")
+
+
 # ---- all of it, once -----------------------------------------------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class ClusterFacts:
+    """What the run derives from the read, once: the checks, the probe's plan, the report header and the reports
+    all read this one object."""
+
     operator: OperatorVersion
+    resource_model: ResourceModel
+    # A ClusterPolicy beside a GPUCluster (OPR-009): every other failure is its consequence.
+    both_models: bool
+    operands: OperandPodIndex
+    # The device plugin container's env (None without its DaemonSet), and the CDI answer it helps settle.
+    device_plugin_env: dict[str, str] | None
+    cdi: CdiSetting
+    # The DRA objects (ResourceSlices, claims, DeviceClasses) indexed by node and device.
+    dra: DraView
+    # GPU node -> its driver configuration (DRV-001 judges it, the header counts it).
     driver_modes: dict[str, DriverMode] = field(default_factory=dict)
 
     def rule(self, name: str) -> bool | None:
         return versions.since(name, self.operator.parsed)
 
 
-def _build_facts(snap: ClusterSnapshot) -> ClusterFacts:
-    return ClusterFacts(detect_operator_version(snap), {n: driver_mode(snap, n) for n in snap.gpu_node_names})
-
-
-def facts(snap: ClusterSnapshot) -> ClusterFacts:
-    return snap.derived("_facts", _build_facts)
+def build_facts(snap: ClusterSnapshot) -> ClusterFacts:
+    """Every fact of the run, from the snapshot as read: called once by the session (check_input.check_input)."""
+    operands = operand_index(snap)
+    model = resource_model(snap)
+    modes = {n: driver_mode(snap, n, operands, model) for n in snap.gpu_node_names}
+    operator = detect_operator_version(snap, operands)
+    env = device_plugin_env(snap)
+    return ClusterFacts(operator, model, both_models(snap), operands, env, effective_cdi(snap, operator.parsed, env),
+                        DraView(snap), modes)

@@ -8,8 +8,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpu_conformance.cluster.snapshot import ClusterSnapshot
-    from gpu_conformance.settings import Settings
+    from gpu_conformance.check_input import CheckInput
 
 
 class Layer(StrEnum):
@@ -104,7 +103,8 @@ class Finding:
         }
 
 
-CheckFunc = Callable[["ClusterSnapshot", "Settings"], list[Finding]]
+# A check reads one explicit input (check_input.CheckInput: snapshot, facts, probe observations, settings).
+CheckFunc = Callable[["CheckInput"], list[Finding]]
 
 
 @dataclass(frozen=True)
@@ -135,15 +135,15 @@ class Check:
     def on_gpu_path(self, finding: Finding) -> bool:
         return self.gpu_path if finding.gpu_path is None else finding.gpu_path
 
-    def run(self, snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+    def run(self, inp: CheckInput) -> list[Finding]:
         if self.func is None:
             raise RuntimeError(f"{self.id} has no function (a catalogue entry built by hand, e.g. in a test)")
-        findings = self.func(snapshot, settings)
-        return [self._complete(f, snapshot, settings) for f in findings]
+        namespace = inp.settings.operator_namespace or "gpu-operator"
+        return [self._complete(f, namespace) for f in self.func(inp)]
 
-    def _complete(self, finding: Finding, snapshot: ClusterSnapshot, settings: Settings) -> Finding:
+    def _complete(self, finding: Finding, namespace: str) -> Finding:
         hint = finding.hint or self.hint
-        kubectl = finding.kubectl or self.render_kubectl(settings.operator_namespace or "gpu-operator", finding.node)
+        kubectl = finding.kubectl or self.render_kubectl(namespace, finding.node)
         if finding.check_id not in ("", self.id):
             raise RuntimeError(f"{self.id} returned a finding of {finding.check_id}")
         return replace(finding, check_id=self.id, hint=hint, kubectl=kubectl)

@@ -94,6 +94,8 @@ MIG_DEPLOY_LABEL = DEPLOY_PREFIX + "mig-manager"
 # Driver pods of every flavour (ClusterPolicy, precompiled, OpenShift DTK, NVIDIADriver CR) carry this.
 DRIVER_COMPONENT_LABEL = ("app.kubernetes.io/component", "nvidia-driver")
 OPERATOR_POD_LABEL = ("app", "gpu-operator")
+# The device plugin DaemonSet's plugin container: its env (DEVICE_LIST_STRATEGY) says how GPUs are injected.
+DEVICE_PLUGIN_CONTAINER = "nvidia-device-plugin"
 OPERATOR_DEPLOYMENT = "gpu-operator"
 CUDA_VALIDATOR_APP = "nvidia-cuda-validator"
 # The test pod plugin-validation creates when WITH_WORKLOAD=true: bound to the node (spec.nodeName, past the

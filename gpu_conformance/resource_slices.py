@@ -88,7 +88,8 @@ class NodeSlices:
 
 
 class DraView:
-    """The snapshot's DRA objects indexed once (every per-node check asks about every node)."""
+    """The snapshot's DRA objects indexed once per run (the facts hold the one view): every per-node check asks
+    about every node."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
@@ -150,12 +151,3 @@ def _int(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def dra_view(snapshot: ClusterSnapshot) -> DraView:
-    """Built once per snapshot, like facts()."""
-    cached = snapshot.__dict__.get("_dra_view")
-    if cached is None:
-        cached = DraView(snapshot)
-        snapshot.__dict__["_dra_view"] = cached
-    return cached

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from gpu_conformance import catalogue, heap
-from gpu_conformance.checks.common import operator_image, operator_version
+from gpu_conformance.check_input import CheckInput, check_input
+from gpu_conformance.checks.common import operator_image
 from gpu_conformance.cluster.connect import Connection, connect
 from gpu_conformance.cluster.reader import read_snapshot
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.errors import ClusterAccessError, OperatorNotInstalled
+from gpu_conformance.facts import ClusterFacts
 from gpu_conformance.model import LAYER_ORDER, Finding, Layer
 from gpu_conformance.operands import CLUSTERPOLICY_CRD, POLICY_SWITCHES
 from gpu_conformance.probe.api import ProbeApi
@@ -32,12 +34,10 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-def driver_config(snap: ClusterSnapshot) -> dict[str, str]:
+def driver_config(facts: ClusterFacts) -> dict[str, str]:
     """How each GPU node gets its driver, as the report's header states it: the very DriverMode DRV-001 judges
-    (facts.driver_mode, computed once per snapshot), so the header and the check cannot disagree."""
-    from gpu_conformance.facts import facts
-
-    return {node: mode.report_name for node, mode in facts(snap).driver_modes.items()}
+    (the run's facts, computed once), so the header and the check cannot disagree."""
+    return {node: mode.report_name for node, mode in facts.driver_modes.items()}
 
 
 class ConformanceRun:
@@ -54,6 +54,8 @@ class ConformanceRun:
         self.target_handle: Target | None = None
         self.conn: Connection | None = None
         self.snapshot: ClusterSnapshot | None = None
+        # What every check reads (snapshot, facts, probe observations, settings), built once after the read.
+        self.input: CheckInput | None = None
         self.findings: list[Finding] = []
         self.probe_run: ProbeObservations | None = None
         self.probe_namespace: tuple[str, str] | None = None
@@ -83,18 +85,24 @@ class ConformanceRun:
 
             self.probe_namespace = ns, mode = resolve_namespace(ProbeApi(self.conn), self.settings)
             missing = ClusterReader(self.conn).missing_permissions(
-                required_permissions(ns, mode, dra=resource_model(snap).dra))
+                required_permissions(ns, mode, dra=resource_model(snap).dra))  # before the facts: fail fast
             if missing:
                 raise ClusterAccessError("missing permissions for the probe: " + "; ".join(missing)
                                          + " (apply rbac.yaml, or pass --no-probe for a read-only run)")
         self.leftovers = list_leftovers(self.conn, self.settings.run_id)
         if not self.settings.operator_namespace:
             self.settings.operator_namespace = snap.operator_namespace or None
+        self.judge_read(snap)
+        heap.settle()
+
+    def judge_read(self, snap: ClusterSnapshot) -> None:
+        """Build the run's one check input from the read (the facts, once) and run every check on it; the probe
+        layer's say nothing until run_probe adds the observations."""
         self.snapshot = snap
+        self.input = inp = check_input(snap, self.settings)
         for check in catalogue.all_checks():
             if check.func is not None:
-                self.findings.extend(check.run(snap, self.settings))
-        heap.settle()
+                self.findings.extend(check.run(inp))
 
     def close(self) -> None:
         heap.release()
@@ -137,11 +145,12 @@ class ConformanceRun:
 
         Raises what ended it early (ClusterAccessError, KeyboardInterrupt) after its findings are recorded.
         """
-        assert self.snapshot is not None and self.conn is not None
+        assert self.snapshot is not None and self.conn is not None and self.input is not None
         if self.probe_run is not None:
             return self.probe_run
         probe = Probe(self.conn, self.settings, self.snapshot)
-        self.probe_run = self.snapshot.probe = probe.obs
+        self.probe_run = probe.obs
+        self.input = self.input.with_probe(probe.obs)
         probe.obs.leftovers = self.leftovers
         try:
             if self.settings.no_probe:
@@ -156,14 +165,14 @@ class ConformanceRun:
                 self.probe_cleanup = probe.obs.aborted
             for c in catalogue.checks_for(Layer.PROBE):
                 if c.func is not None:
-                    self.findings.extend(c.run(self.snapshot, self.settings))
+                    self.findings.extend(c.run(self.input))
             self._verdict = None
         return self.probe_run
 
     # ---- the result ------------------------------------------------------------------------
     def result(self) -> RunResult:
-        assert self.snapshot is not None
-        snap = self.snapshot
+        assert self.snapshot is not None and self.input is not None
+        snap, facts = self.snapshot, self.input.facts
         policy = {label: snap.policy_spec(*path) for label, path in POLICY_SWITCHES.items()}
         settings = asdict(self.settings)
         return RunResult(
@@ -173,11 +182,11 @@ class ConformanceRun:
             cluster={"server": snap.server, "context": snap.context, "kubernetes_version": snap.kubernetes_version,
                      "requests": snap.requests, "read_seconds": round(snap.read_seconds, 3),
                      "nodes": len(snap.nodes), "gpu_nodes": len(snap.gpu_nodes), "target": self.target},
-            operator={"namespace": snap.operator_namespace, "version": operator_version(snap),
+            operator={"namespace": snap.operator_namespace, "version": facts.operator.tag,
                       "image": operator_image(snap), "policy": policy,
                       "clusterpolicy": name_of(snap.active_clusterpolicy or {}),
-                      "resource_model": str(resource_model(snap))},
-            driver_config=driver_config(snap),
+                      "resource_model": str(facts.resource_model)},
+            driver_config=driver_config(facts),
             checks=catalogue.all_checks(),
             findings=self.findings,
             verdict=self.verdict(),

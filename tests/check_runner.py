@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from gpu_conformance.check_input import check_input
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.model import Finding, Status
+from gpu_conformance.probe.observations import ProbeObservations
 from gpu_conformance.settings import Settings
 
 N1 = "gpu-node-1"
 
 
-def run(check_id: str, snap, **settings) -> list[Finding]:
-    return REGISTRY[check_id].run(snap, Settings(**settings))
+def run(check_id: str, snap, probe: ProbeObservations | None = None, **settings) -> list[Finding]:
+    """The check's findings on an input built the way the session builds it (check_input), with `probe` as the
+    probe's observations (None: no probe ran)."""
+    return REGISTRY[check_id].run(check_input(snap, Settings(**settings), probe))
 
 
 def on(check_id: str, snap, node: str = N1, **settings) -> Finding:

@@ -115,8 +115,8 @@ def fake_gpu_bins() -> Path:
 @pytest.fixture
 def fake_api_probe(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Probe]:
     """make(request, snap, run_id, probe_timeout=10.0): a Probe over `snap` whose real I/O goes to `request`, an
-    in-memory stand-in for raw_request (no cluster, no network), polling every 0.05 s; `snap.probe` is its
-    observations, as a run sets it."""
+    in-memory stand-in for raw_request (no cluster, no network), polling every 0.05 s; `probe.obs` holds
+    its observations (the input of the probe layer's checks)."""
     import gpu_conformance.probe.run as probe_mod
     from gpu_conformance.probe import api as probe_api
     from gpu_conformance.settings import Settings
@@ -127,7 +127,6 @@ def fake_api_probe(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Probe]:
         monkeypatch.setattr(probe_api, "raw_request", request)
         conn: Any = SimpleNamespace(api=None, server="https://fake", user="u")
         probe = probe_mod.Probe(conn, Settings(run_id=run_id, probe_timeout=probe_timeout), snap)
-        snap.probe = probe.obs
         return probe
 
     return make

@@ -570,8 +570,8 @@ def healthy_snapshot(version: str = "v26.3.3", gpu_nodes: int = 3, cpu_nodes: in
 
 # ---- keeping derived state consistent ------------------------------------------------------------------
 _CACHED = ("active_clusterpolicy", "node_by_name", "gpu_nodes", "gpu_node_names", "_pods_by_owner_uid",
-           "pods_by_node", "runtimeclass_names", "_facts", "excluded_gpu_nodes", "_gpu_evidence_nodes",
-           "_events_by_object", "_operand_pods", "_dra_view")
+           "pods_by_node", "runtimeclass_names", "excluded_gpu_nodes", "_gpu_evidence_nodes",
+           "_events_by_object")
 
 
 def refresh(snapshot: ClusterSnapshot) -> ClusterSnapshot:

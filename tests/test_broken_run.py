@@ -37,18 +37,15 @@ def test_check(check_id, conformance, request):
 FAKE_START = """
 from types import SimpleNamespace
 import factory
-from gpu_conformance import catalogue
 from gpu_conformance.session import ConformanceRun
 import gpu_conformance.probe.run as probe_mod
 from gpu_conformance.probe import api as probe_api
 
 def start(self):
-    self.snapshot = factory.healthy_snapshot()
+    snap = factory.healthy_snapshot()
     self.conn = SimpleNamespace(api=None, server="https://fake", user="u", close=lambda: None)
     self.probe_namespace = ("gpu-conformance-probe", "shared")
-    for check in catalogue.all_checks():
-        if check.func is not None:
-            self.findings.extend(check.run(self.snapshot, self.settings))
+    self.judge_read(snap)
 
 ConformanceRun.start = start
 """

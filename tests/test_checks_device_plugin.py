@@ -24,6 +24,7 @@ from factory import (
     stuck_init,
 )
 
+from gpu_conformance.check_input import check_input
 from gpu_conformance.checks import device_plugin, driver_toolkit  # noqa: F401  (registers the checks)
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.model import Layer, Status
@@ -480,7 +481,8 @@ def test_verdict_orders_toolkit_before_plugin():
     stuck_init(pod_for(snap, PLUGIN, N1), "toolkit-validation", reason="Running", restarts=0, snapshot=snap)
     set_node_resource(snap, N1, None, None)
     checks = [REGISTRY[c] for c in sorted(REGISTRY) if c.startswith(("DRV-", "DPL-"))]
-    findings = [f for c in checks for f in c.run(snap, Settings())]
+    inp = check_input(snap, Settings())
+    findings = [f for c in checks for f in c.run(inp)]
     verdict = decide(checks, findings, snap.gpu_node_names, [Layer.DRIVER_TOOLKIT, Layer.DEVICE_PLUGIN])
     node = next(n for n in verdict.nodes if n.node == N1)
     assert node.root_cause is not None and node.root_cause.check_id == "DRV-004"
@@ -495,7 +497,8 @@ def test_verdict_cdi_mismatch_is_device_plugin_root_cause():
     snap = healthy_snapshot("v26.3.3")
     set_env(snap, PLUGIN, "nvidia-device-plugin", "DEVICE_LIST_STRATEGY", "envvar")
     checks = [REGISTRY[c] for c in sorted(REGISTRY) if c.startswith(("DRV-", "DPL-"))]
-    findings = [f for c in checks for f in c.run(snap, Settings(expect_cdi="yes"))]
+    inp = check_input(snap, Settings(expect_cdi="yes"))
+    findings = [f for c in checks for f in c.run(inp)]
     verdict = decide(checks, findings, snap.gpu_node_names, [Layer.DRIVER_TOOLKIT, Layer.DEVICE_PLUGIN])
     assert {n.root_cause.check_id for n in verdict.nodes} == {"DPL-007"}
     assert verdict.outcomes["DPL-007"].status == Status.FAIL
@@ -511,7 +514,8 @@ MIG_LOG = ("Applying the selected MIG config to the node\n"
 
 def _dpl_verdict(snap):
     checks = [REGISTRY[c] for c in sorted(REGISTRY) if c.startswith(("DRV-", "DPL-"))]
-    findings = [f for c in checks for f in c.run(snap, Settings())]
+    inp = check_input(snap, Settings())
+    findings = [f for c in checks for f in c.run(inp)]
     return decide(checks, findings, snap.gpu_node_names, [Layer.DRIVER_TOOLKIT, Layer.DEVICE_PLUGIN])
 
 

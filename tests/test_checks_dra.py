@@ -10,6 +10,7 @@ import pytest
 from check_runner import N1, cluster, on, only_node, run
 
 from gpu_conformance import catalogue
+from gpu_conformance.check_input import check_input
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.resource_model import ResourceModel, resource_model
 from gpu_conformance.resource_slices import quantity_bytes
@@ -23,7 +24,8 @@ BUILDERS = {"dra-driver": F.healthy_dra_driver_snapshot, "gpucluster": F.healthy
 
 def judge(snap) -> tuple[list[Finding], Verdict]:
     checks = catalogue.all_checks()
-    findings = [f for c in checks if c.func for f in c.run(snap, Settings())]
+    inp = check_input(snap, Settings())
+    findings = [f for c in checks if c.func for f in c.run(inp)]
     return findings, decide(checks, findings, snap.gpu_node_names)
 
 
@@ -69,10 +71,11 @@ def test_clusterpolicy_checks_in_the_gpucluster_model() -> None:
 
 
 def test_gpucluster_driver_is_the_hosts_or_an_nvidiadriver_crs() -> None:
+    from gpu_conformance.facts import build_facts
     from gpu_conformance.session import driver_config
 
     snap = F.healthy_gpucluster_snapshot()
-    assert set(driver_config(snap).values()) == {"host"}
+    assert set(driver_config(build_facts(snap)).values()) == {"host"}
     assert {f.status for f in run("DRV-001", snap)} == {Status.PASS}
 
 

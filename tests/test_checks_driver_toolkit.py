@@ -418,6 +418,7 @@ def test_driver_disabled_via_policy_switches_mode():
 def test_report_header_and_drv001_name_the_same_driver_mode(situation: str) -> None:
     # Issue 23: a node labelled deploy.driver=false without a driver pod was "host" in DRV-001 and "unknown" in
     # the report header; both now read facts.driver_mode.
+    from gpu_conformance.facts import build_facts
     from gpu_conformance.session import driver_config
 
     snap = healthy_snapshot(driver="host" if situation == "host" else
@@ -427,7 +428,7 @@ def test_report_header_and_drv001_name_the_same_driver_mode(situation: str) -> N
     if situation == "opted-out-no-pod":
         set_label(snap, "gpu-node-2", "nvidia.com/gpu.deploy.driver", "false")
     refresh(snap)
-    header = driver_config(snap)
+    header = driver_config(build_facts(snap))
     for node in snap.gpu_node_names:
         f = on("DRV-001", snap, node=node)
         assert f.evidence["observed"] == header[node].replace("nvidiadriver-cr", "operator"), (node, f.evidence, header)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from factory import drop_label, healthy_snapshot, refresh, remove_pods, set_label
 
+from gpu_conformance.check_input import check_input
 from gpu_conformance.checks import deploy_labels, nfd  # noqa: F401 — registers the checks
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
@@ -16,7 +17,7 @@ PCI = "feature.node.kubernetes.io/pci-10de.present"
 
 
 def run(check_id: str, snap: ClusterSnapshot) -> dict[str | None, Finding]:
-    return {f.node: f for f in REGISTRY[check_id].run(refresh(snap), SETTINGS)}
+    return {f.node: f for f in REGISTRY[check_id].run(check_input(refresh(snap), SETTINGS))}
 
 
 @pytest.mark.parametrize("version", ["v25.3.4", "v25.10.1", "v26.3.3", "v26.7.0"])
@@ -126,9 +127,9 @@ def test_node_excluded_by_admin_is_not_judged() -> None:
     for app in ("nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-operator-validator"):
         remove_pods(snap, app, "gpu-node-1")
     assert "gpu-node-1" not in snap.gpu_node_names
-    f = next(f for f in REGISTRY["NFD-004"].run(snap, Settings()) if f.node == "gpu-node-1")
+    f = next(f for f in REGISTRY["NFD-004"].run(check_input(snap, Settings())) if f.node == "gpu-node-1")
     assert f.status == Status.WARN and "excluded" in f.message
-    fails = [(c.id, g.message) for c in REGISTRY.values() if c.func for g in c.run(snap, Settings())
+    fails = [(c.id, g.message) for c in REGISTRY.values() if c.func for g in c.run(check_input(snap, Settings()))
              if g.status == Status.FAIL]
     assert not fails
 

@@ -12,8 +12,9 @@ from factory import healthy_snapshot, pod_for, refresh, remove_pods
 
 from gpu_conformance import catalogue
 from gpu_conformance import operands as ops
+from gpu_conformance.check_input import check_input
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.facts import operand_daemonsets, operand_pod, operand_pods
+from gpu_conformance.facts import operand_daemonsets, operand_index
 from gpu_conformance.model import Layer, Status
 from gpu_conformance.settings import Settings
 from gpu_conformance.verdict import decide
@@ -27,7 +28,8 @@ LAST_PATCHES = ["v22.9.2", "v23.3.2", "v23.6.2", "v23.9.2", "v24.3.0", "v24.6.2"
 
 def _layers_per_node(snap: ClusterSnapshot) -> dict[str, dict[Layer, Status]]:
     checks = catalogue.all_checks()
-    findings = [f for c in checks if c.func for f in c.run(snap, Settings())]
+    inp = check_input(snap, Settings())
+    findings = [f for c in checks if c.func for f in c.run(inp)]
     layers = [layer for layer in Layer if layer != Layer.PROBE]
     verdict = decide(checks, findings, snap.gpu_node_names, layers)
     assert verdict.cluster_blocker is None
@@ -95,9 +97,9 @@ def test_foreign_daemonset_with_the_driver_label_is_not_the_operators(version: s
     remove_pods(snap, DRIVER, N1)
     assert [name_of(d) for d in operand_daemonsets(snap, ops.DRIVER)] == [DRIVER]
     # The operator's own pod wins on node 2, though the foreign one is newer; on node 1 there is none.
-    assert name_of(operand_pod(snap, ops.DRIVER, "gpu-node-2") or {}).startswith(f"{DRIVER}-")
-    assert operand_pod(snap, ops.DRIVER, N1) is None
-    assert "acme-gpu-driver" not in {name_of(p).rsplit("-", 1)[0] for p in operand_pods(snap, ops.DRIVER)}
+    assert name_of(operand_index(snap).pod(ops.DRIVER, "gpu-node-2") or {}).startswith(f"{DRIVER}-")
+    assert operand_index(snap).pod(ops.DRIVER, N1) is None
+    assert "acme-gpu-driver" not in {name_of(p).rsplit("-", 1)[0] for p in operand_index(snap).pods(ops.DRIVER)}
     f = assert_only_node_fails("DRV-002", snap)
     assert "no driver pod" in f.message
 
@@ -133,4 +135,4 @@ def test_operand_pods_without_their_daemonset_fall_back_to_the_labels() -> None:
     snap = healthy_snapshot("v26.3.3")
     snap.daemonsets = [d for d in snap.daemonsets if name_of(d) != ops.DEVICE_PLUGIN.daemonset]
     refresh(snap)
-    assert name_of(operand_pod(snap, ops.DEVICE_PLUGIN, N1) or {}).startswith(ops.DEVICE_PLUGIN.daemonset)
+    assert name_of(operand_index(snap).pod(ops.DEVICE_PLUGIN, N1) or {}).startswith(ops.DEVICE_PLUGIN.daemonset)

@@ -14,6 +14,7 @@ from factory import (
     set_policy,
 )
 
+from gpu_conformance.check_input import check_input
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.model import Finding, Status
@@ -24,7 +25,7 @@ VERSIONS = ["v25.3.4", "v25.10.1", "v26.3.3"]
 
 
 def run(check_id: str, snap: ClusterSnapshot) -> list[Finding]:
-    return REGISTRY[check_id].run(refresh(snap), SETTINGS)
+    return REGISTRY[check_id].run(check_input(refresh(snap), SETTINGS))
 
 
 def statuses(findings: list[Finding]) -> set[Status]:
@@ -139,7 +140,8 @@ def test_version_pinned_by_digest_everywhere_warns_and_fails_nothing() -> None:
     (f,) = run("OPR-005", snap)
     assert f.status == Status.WARN and "version unknown" in f.message
     # A healthy OLM-style cluster: no check may fail for want of a version (LBL-001 must not demand v26.7's label).
-    assert not [g for c in REGISTRY.values() if c.func for g in c.run(snap, Settings()) if g.status == Status.FAIL]
+    inp = check_input(snap, Settings())
+    assert not [g for c in REGISTRY.values() if c.func for g in c.run(inp) if g.status == Status.FAIL]
 
 
 def test_version_from_olm_csv() -> None:

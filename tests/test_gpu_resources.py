@@ -12,6 +12,7 @@ import pytest
 from check_runner import N1, on, only_node, run
 from factory import healthy_snapshot, node, set_node_resource
 
+from gpu_conformance.check_input import check_input
 from gpu_conformance.checks import device_plugin, probe_checks  # noqa: F401  (registers the checks)
 from gpu_conformance.checks.registry import REGISTRY
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, advertised_gpu_resources
@@ -58,7 +59,8 @@ HEALTHY = [
 
 def _verdict_before_probe(snap: ClusterSnapshot):  # noqa: ANN202 - verdict.Verdict
     checks = [c for c in REGISTRY.values() if c.layer in BEFORE_PROBE]
-    findings = [f for c in checks for f in c.run(snap, Settings())]
+    inp = check_input(snap, Settings())
+    findings = [f for c in checks for f in c.run(inp)]
     return decide(checks, findings, snap.gpu_node_names, BEFORE_PROBE)
 
 
@@ -105,23 +107,23 @@ def test_only_a_stale_zero_fails_the_device_plugin_layer_not_the_probe() -> None
     assert gpu_resource_for(node(snap, N1)) == GPU
     plan = plan_probe(snap, Settings(run_id="r"), [N1], {})
     assert plan.targets == [N1]
-    snap.probe = ProbeObservations(run_id="r", namespace="ns", plan=plan)
+    obs = ProbeObservations(run_id="r", namespace="ns", plan=plan)
     pod = {"metadata": {"name": "p"}, "spec": {}, "status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}
-    snap.probe.pods[N1] = PodObservation(N1, "p", GPU, pod=pod, events=[
+    obs.pods[N1] = PodObservation(N1, "p", GPU, pod=pod, events=[
         {"type": "Warning", "reason": "FailedScheduling", "message": "0/4 nodes are available: 1 Insufficient "
                                                                     "nvidia.com/gpu."}])
-    f = next(f for f in run("PRB-001", snap) if f.node == N1)
+    f = next(f for f in run("PRB-001", snap, probe=obs) if f.node == N1)
     assert f.status == Status.FAIL and "advertises no allocatable GPU resource" in f.message
 
 
 def test_prb001_names_the_requested_resource_on_a_mig_node() -> None:
     snap = mig_mixed_stale()
-    snap.probe = ProbeObservations(run_id="r", namespace="ns", plan=ProbePlan(targets=[N1], eligible=1))
+    obs = ProbeObservations(run_id="r", namespace="ns", plan=ProbePlan(targets=[N1], eligible=1))
     pod = {"metadata": {"name": "p"}, "spec": {}, "status": {"phase": "Pending"}}
-    snap.probe.pods[N1] = PodObservation(N1, "p", MIG, pod=pod, events=[
+    obs.pods[N1] = PodObservation(N1, "p", MIG, pod=pod, events=[
         {"type": "Warning", "reason": "FailedScheduling", "message": f"1 Insufficient {MIG}."}])
-    f = next(f for f in run("PRB-001", snap) if f.node == N1)
+    f = next(f for f in run("PRB-001", snap, probe=obs) if f.node == N1)
     assert "all 7 nvidia.com/mig-1g.5gb on gpu-node-1 are allocated to other pods" in f.message
 
 

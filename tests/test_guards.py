@@ -14,8 +14,9 @@ RELEASED = Path(__file__).parent / "data" / "released-check-ids.txt"
 # commands, the README generator that lists its faults, and the benchmark (`python -m gpu_conformance.bench`
 # boots a 1,000-node simulated cluster to measure on).
 MAY_IMPORT_SIM = {"targets/sim.py", "targets/kind.py", "cli.py", "docs.py", "bench.py"}
-# Checks are pure functions of the snapshot: no API access, no probe run, no run, no reports, no simulation. They
-# read the probe's plan, states and observations (pure modules of gpu_conformance.probe), never its I/O modules.
+# Checks are pure functions of their input (check_input.py): no API access, no probe run, no run, no reports, no
+# simulation. They read the probe's plan, states and observations (pure modules of gpu_conformance.probe), never its
+# I/O modules.
 PROBE_IO = ("gpu_conformance.probe.run", "gpu_conformance.probe.api", "gpu_conformance.probe.leftovers")
 CHECKS_MUST_NOT_IMPORT = ("gpu_conformance.cluster.reader", "gpu_conformance.cluster.connect",
                           *PROBE_IO, "gpu_conformance.session", "gpu_conformance.plugin",

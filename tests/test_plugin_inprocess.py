@@ -87,14 +87,10 @@ def test_a_run_writes_verdict_and_evidence_to_every_report(pytester: pytest.Pyte
     # integration (pytest_reporting) run as in a real session.
     pytester.makeconftest("""
 import factory
-from gpu_conformance import catalogue
 from gpu_conformance.session import ConformanceRun
 
 def start(self):
-    self.snapshot = factory.healthy_snapshot()
-    for check in catalogue.all_checks():
-        if check.func is not None:
-            self.findings.extend(check.run(self.snapshot, self.settings))
+    self.judge_read(factory.healthy_snapshot())
 
 ConformanceRun.start = start
 """)

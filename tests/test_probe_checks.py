@@ -10,6 +10,7 @@ import pytest
 from factory import healthy_snapshot, node, set_node_resource
 
 from gpu_conformance import catalogue
+from gpu_conformance.check_input import check_input
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.errors import UsageError
 from gpu_conformance.model import Finding, Layer, Status
@@ -59,27 +60,27 @@ def _pod(node: str | None, phase: str = "Succeeded", waiting: dict | None = None
 
 
 def observed(snap=None, pod: dict | None = None, logs: str = "", events: list[str] | None = None,
-             **obs) -> ClusterSnapshot:
-    """A snapshot whose probe saw `pod` (with these logs and 'Reason: message' events) on gpu-node-1."""
+             **obs) -> tuple[ClusterSnapshot, ProbeObservations]:
+    """A snapshot, and a probe that saw `pod` (with these logs and 'Reason: message' events) on gpu-node-1."""
     snap = snap or healthy_snapshot()
     evs = [{"type": "Warning", "reason": e.split(": ", 1)[0], "message": e.split(": ", 1)[1]} for e in events or []]
-    snap.probe = ProbeObservations(run_id="t1", namespace="gpu-conformance-probe", mode="shared",
-                                   image="cuda:12", plan=ProbePlan(targets=[N1], eligible=1), **obs)
+    seen = ProbeObservations(run_id="t1", namespace="gpu-conformance-probe", mode="shared",
+                             image="cuda:12", plan=ProbePlan(targets=[N1], eligible=1), **obs)
     if pod is not None or logs:
-        snap.probe.pods[N1] = PodObservation(N1, "gpu-probe-t1-1", "nvidia.com/gpu", pod=pod, events=evs,
-                                             logs=logs)
-    return snap
+        seen.pods[N1] = PodObservation(N1, "gpu-probe-t1-1", "nvidia.com/gpu", pod=pod, events=evs, logs=logs)
+    return snap, seen
 
 
-def judge(snap: ClusterSnapshot, **settings) -> dict[str, list[Finding]]:
+def judge(snap: ClusterSnapshot, obs: ProbeObservations | None = None, **settings) -> dict[str, list[Finding]]:
     s = Settings(run_id="t1", **settings)
-    return {c.id: c.run(snap, s) for c in catalogue.checks_for(Layer.PROBE)}
+    inp = check_input(snap, s, obs)
+    return {c.id: c.run(inp) for c in catalogue.checks_for(Layer.PROBE)}
 
 
-def by_id(snap: ClusterSnapshot, **settings) -> dict[str, Finding]:
+def by_id(snap: ClusterSnapshot, obs: ProbeObservations | None = None, **settings) -> dict[str, Finding]:
     """Each probe check's one finding (about gpu-node-1)."""
     out = {}
-    for cid, fs in judge(snap, **settings).items():
+    for cid, fs in judge(snap, obs, **settings).items():
         assert len(fs) <= 1, fs
         if fs:
             out[cid] = fs[0]
@@ -119,19 +120,19 @@ def test_manifest_has_no_runtime_class_and_tolerates_gpu_taint() -> None:
 
 
 def test_judge_pass_under_cdi() -> None:
-    fs = by_id(observed(pod=_pod(N1), logs=CDI_OUTPUT))
+    fs = by_id(*observed(pod=_pod(N1), logs=CDI_OUTPUT))
     assert {f.status for f in fs.values()} == {Status.PASS} and len(fs) == 4
     assert "CDI" in fs["PRB-004"].message
 
 
 def test_not_probed_yet_means_no_findings_and_skipped_means_na() -> None:
     assert all(fs == [] for fs in judge(healthy_snapshot()).values())
-    fs = by_id(observed(skipped="probe disabled (--no-probe)"))
+    fs = by_id(*observed(skipped="probe disabled (--no-probe)"))
     assert {(f.status, f.node) for f in fs.values()} == {(Status.NA, None)} and len(fs) == 4
 
 
 def test_judge_nvidia_smi_failure() -> None:
-    fs = by_id(observed(pod=_pod(N1), logs=NO_GPU_OUTPUT))
+    fs = by_id(*observed(pod=_pod(N1), logs=NO_GPU_OUTPUT))
     assert fs["PRB-003"].status == Status.FAIL and "not found" in fs["PRB-003"].message
     assert fs["PRB-004"].status == Status.FAIL
 
@@ -139,40 +140,40 @@ def test_judge_nvidia_smi_failure() -> None:
 def test_judge_unreadable_logs_warn_once_and_fail_nothing() -> None:
     # The pod ran but its log could not be read: no output proves nothing either way. PRB-003 warns
     # (transient), PRB-004 stays silent instead of repeating it; a failure would point at `kubectl logs`.
-    snap = observed(pod=_pod(N1), logs=CDI_OUTPUT)
-    snap.probe.pods[N1].logs_error = "log could not be read: 502 Bad Gateway"
-    fs = by_id(snap)
+    snap, obs = observed(pod=_pod(N1), logs=CDI_OUTPUT)
+    obs.pods[N1].logs_error = "log could not be read: 502 Bad Gateway"
+    fs = by_id(snap, obs)
     assert fs["PRB-003"].status == Status.WARN and fs["PRB-003"].evidence["transient"]
     assert "502 Bad Gateway" in fs["PRB-003"].message and "logs gpu-probe-t1-1" in fs["PRB-003"].kubectl
     assert "PRB-004" not in fs
-    failing = by_id(observed(pod=_pod(N1), logs=NO_GPU_OUTPUT))
+    failing = by_id(*observed(pod=_pod(N1), logs=NO_GPU_OUTPUT))
     assert failing["PRB-004"].kubectl == "kubectl -n gpu-conformance-probe logs gpu-probe-t1-1"
 
 
 def test_judge_cdi_expected_but_legacy_injection() -> None:
     legacy = CDI_OUTPUT.replace("NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=GPU-5c1b9b0e")
-    fs = by_id(observed(pod=_pod(N1), logs=legacy))
+    fs = by_id(*observed(pod=_pod(N1), logs=legacy))
     assert fs["PRB-003"].status == Status.PASS
     assert fs["PRB-004"].status == Status.FAIL and "CDI expected" in fs["PRB-004"].message
     # without CDI (v25.3) the same output is the expected path
-    fs = by_id(observed(healthy_snapshot(version="v25.3.4"), pod=_pod(N1), logs=legacy))
+    fs = by_id(*observed(healthy_snapshot(version="v25.3.4"), pod=_pod(N1), logs=legacy))
     assert fs["PRB-004"].status == Status.PASS
 
 
 def test_judge_pending_insufficient_attributes_cause() -> None:
     ev = ["FailedScheduling: 0/4 nodes are available: 1 Insufficient nvidia.com/gpu."]
-    snap = observed(pod=_pod(None, "Pending"), events=ev)
-    f = by_id(snap)["PRB-001"]
+    snap, obs = observed(pod=_pod(None, "Pending"), events=ev)
+    f = by_id(snap, obs)["PRB-001"]
     assert f.status == Status.FAIL and "allocated to other pods" in f.message
-    assert set(by_id(snap)) == {"PRB-001"}
+    assert set(by_id(snap, obs)) == {"PRB-001"}
     set_node_resource(snap, N1, capacity=8, allocatable=0)
-    assert "advertises no allocatable" in by_id(snap)["PRB-001"].message
+    assert "advertises no allocatable" in by_id(snap, obs)["PRB-001"].message
 
 
 def test_judge_taint_and_image_pull() -> None:
     ev = ["FailedScheduling: 0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}."]
-    assert "taint" in by_id(observed(pod=_pod(None, "Pending"), events=ev))["PRB-001"].message
-    fs = by_id(observed(pod=_pod(N1, "Pending", {"reason": "ImagePullBackOff", "message": "x"})))
+    assert "taint" in by_id(*observed(pod=_pod(None, "Pending"), events=ev))["PRB-001"].message
+    fs = by_id(*observed(pod=_pod(N1, "Pending", {"reason": "ImagePullBackOff", "message": "x"})))
     assert [(k, f.status) for k, f in sorted(fs.items())] == [("PRB-001", Status.PASS), ("PRB-002", Status.FAIL)]
 
 
@@ -193,8 +194,8 @@ def test_plan_probes_every_eligible_node_by_default_and_says_why_not_elsewhere()
         plan.not_probed[names[1]].message
     assert plan.scope == ("probed 2 of 4 GPU node(s) that passed the earlier layers; 1 cordoned, "
                           "1 with all GPUs in use")
-    snap.probe = ProbeObservations(plan=plan)
-    fs = {f.node: f for f in judge(snap)["PRB-001"]}
+    obs = ProbeObservations(plan=plan)
+    fs = {f.node: f for f in judge(snap, obs)["PRB-001"]}
     assert fs[names[0]].status == fs[names[1]].status == Status.WARN
     assert not any(f.evidence.get("transient") for f in fs.values())
 
@@ -209,12 +210,12 @@ def test_plan_samples_a_count_or_a_selector_and_says_so() -> None:
     node(snap, names[3])["metadata"]["labels"]["pool"] = "a"
     plan = plan_probe(snap, Settings(run_id="r", probe_nodes="pool=a"), names, {})
     assert plan.targets == [names[3]]
-    snap.probe = ProbeObservations(plan=plan)
-    assert {f.status for f in judge(snap)["PRB-001"]} == {Status.NA}
+    obs = ProbeObservations(plan=plan)
+    assert {f.status for f in judge(snap, obs)["PRB-001"]} == {Status.NA}
     # Nothing left to probe: the layer did not run, and the verdict must not pretend it did.
     plan = plan_probe(snap, Settings(run_id="r", probe_nodes="pool=none"), names, {})
-    snap.probe = ProbeObservations(plan=plan)
-    assert any(f.node is None and f.evidence.get("transient") for f in judge(snap)["PRB-001"])
+    obs = ProbeObservations(plan=plan)
+    assert any(f.node is None and f.evidence.get("transient") for f in judge(snap, obs)["PRB-001"])
 
 
 @pytest.mark.parametrize("value", ["0", "a in (b", "-3"])
@@ -228,11 +229,11 @@ def test_create_container_error_is_settled_at_once_and_judged_with_its_message()
     pod = _pod(N1, "Pending", {"reason": "CreateContainerError", "message": msg})
     assert settled(PodObservation(N1, "p", "nvidia.com/gpu", pod=pod), unschedulable_for=0)
     assert not settled(PodObservation(N1, "p", "nvidia.com/gpu", pod=_pod(N1, "Pending")), unschedulable_for=0)
-    fs = by_id(observed(pod=pod))
+    fs = by_id(*observed(pod=pod))
     assert fs["PRB-002"].status == Status.FAIL and msg in fs["PRB-002"].message
     assert set(fs) == {"PRB-001", "PRB-002"}
     # The same from a container that started and failed (restartPolicy Never: the pod is Failed)
-    fs = by_id(observed(pod=_pod(N1, "Failed", terminated={"reason": "StartError", "exitCode": 128,
+    fs = by_id(*observed(pod=_pod(N1, "Failed", terminated={"reason": "StartError", "exitCode": 128,
                                                            "message": "nvidia-container-cli: device error"})))
     assert fs["PRB-002"].status == Status.FAIL and "device error" in fs["PRB-002"].message
 
@@ -244,17 +245,17 @@ def test_a_pod_the_kubelet_rejected_at_admission_is_a_failure_in_its_words() -> 
     pod = _pod(N1, "Failed")
     pod["status"].update(reason="UnexpectedAdmissionError", message="Allocate failed due to requested number of "
                          "devices unavailable for nvidia.com/gpu. Requested: 2, Available: 1, which is unexpected")
-    f = by_id(observed(pod=pod))["PRB-002"]
+    f = by_id(*observed(pod=pod))["PRB-002"]
     assert f.status == Status.FAIL and "rejected the probe pod (UnexpectedAdmissionError)" in f.message, f.message
 
 def test_interrupted_or_refused_probe_is_incomplete_never_a_failure() -> None:
-    snap = observed(pod=_pod(N1, "Pending"), aborted="interrupted by SIGTERM; probe namespace x deleted")
-    fs = judge(snap)
+    snap, obs = observed(pod=_pod(N1, "Pending"), aborted="interrupted by SIGTERM; probe namespace x deleted")
+    fs = judge(snap, obs)
     assert not any(f.status == Status.FAIL for f in sum(fs.values(), []))
     assert any(f.node is None and f.evidence.get("transient") and "SIGTERM" in f.message for f in fs["PRB-001"])
-    snap = observed()
-    snap.probe.pods[N1] = PodObservation(N1, "p", "nvidia.com/gpu", refused="denied by policy x")
-    (f,) = judge(snap)["PRB-001"]
+    snap, obs = observed()
+    obs.pods[N1] = PodObservation(N1, "p", "nvidia.com/gpu", refused="denied by policy x")
+    (f,) = judge(snap, obs)["PRB-001"]
     assert f.node is None and f.evidence["transient"] and "denied by policy x" in f.message
 
 

@@ -32,6 +32,7 @@ from test_probe_world import NS, RUN, FakeCluster, judged, succeed
 
 import gpu_conformance.probe.run as probe_mod
 from gpu_conformance import catalogue
+from gpu_conformance.check_input import check_input
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.model import Finding, Status
 from gpu_conformance.probe import api as probe_api
@@ -165,15 +166,15 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[DraCluster, pr
         monkeypatch.setattr(probe_api, "raw_request", cluster.request)
         conn: Any = SimpleNamespace(api=None, server="https://fake", user="u")
         probe = probe_mod.Probe(conn, Settings(run_id=RUN, probe_timeout=probe_timeout), snap)
-        snap.probe = probe.obs
         return cluster, probe
 
     return make
 
 
-def probe_findings(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def probe_findings(probe: probe_mod.Probe) -> list[Finding]:
+    inp = check_input(probe.snap, probe.settings, probe.obs)
     return [f for c in catalogue.all_checks() if c.func is not None and c.id.startswith("PRB-")
-            for f in c.run(snap, settings)]
+            for f in c.run(inp)]
 
 
 def run(probe: probe_mod.Probe):  # type: ignore[no-untyped-def]
@@ -210,7 +211,7 @@ def test_claim_path_creates_a_template_and_claim_pods_that_get_their_gpu(world) 
         assert p["path"] == "claim" and p["resource"] == "gpu.nvidia.com"
         assert p["claim"] == {"name": f"{p['name']}-gpu-q8z4m", "allocated": True,
                               "devices": [f"gpu.nvidia.com/{p['node']}/gpu-0"], "reserved_for": [p["name"]]}
-    findings = probe_findings(probe.snap, probe.settings)
+    findings = probe_findings(probe)
     assert {f.status for f in findings} == {Status.PASS}
     # Cleanup: the pods by label, the template by name; the claims went with their pods.
     assert ("DELETE", f"{RESOURCE}/resourceclaimtemplates/{TEMPLATE}") in cluster.requests
@@ -224,7 +225,7 @@ def test_a_healthy_dra_cluster_is_conformant_through_its_claims(world, gpucluste
     obs = run(probe)
     assert obs.model == ("gpucluster" if gpucluster else "dra-driver")
     assert {p.path for p in obs.pods.values()} == {"claim"} and len(cluster.template_bodies) == 1
-    verdict, findings = judged(probe.snap, probe.settings)
+    verdict, findings = judged(probe.snap, probe.settings, probe.obs)
     assert verdict == "CONFORMANT", [(f.check_id, f.node, f.message) for f in findings if f.status != Status.PASS
                                      and f.status != Status.NA]
 
@@ -242,7 +243,7 @@ def test_a_device_class_mapping_nvidia_gpu_gets_one_extended_resource_pod(world)
                                                           "requests": {"nvidia.com/gpu": "1"}}
     ext = obs.pods[last].to_dict(obs.image)
     assert ext["path"] == "extended-resource" and ext["claim"]["allocated"]
-    assert {f.status for f in probe_findings(probe.snap, probe.settings)} == {Status.PASS}
+    assert {f.status for f in probe_findings(probe)} == {Status.PASS}
     # The HTML report says each pod's path and its claim.
     page = render_html(healthy_cluster(probe=obs.to_dict()).to_json_dict())
     assert "extended-resource" in page and ">claim<" in page.replace("<br>", "<")
@@ -276,7 +277,7 @@ def test_an_unallocatable_claim_is_quoted_with_what_the_node_publishes(world) ->
     snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != n2]
     _, probe = world(snap)
     obs = run(probe)
-    findings = probe_findings(probe.snap, probe.settings)
+    findings = probe_findings(probe)
     (fail,) = [f for f in findings if f.status == Status.FAIL]
     assert fail.check_id == "PRB-001" and fail.node == n2
     claim = f"{obs.pods[n2].name}-gpu-q8z4m"
@@ -298,7 +299,7 @@ def test_every_device_claimed_by_others_is_busy_not_broken_and_gets_no_pod(world
     obs = run(probe)
     assert n3 not in obs.plan.targets and obs.plan.not_probed[n3].kind == "busy"
     assert len(cluster.created) == 2  # known busy from the snapshot's claims: no pod asks the scheduler
-    findings = probe_findings(probe.snap, probe.settings)
+    findings = probe_findings(probe)
     assert not [f for f in findings if f.status == Status.FAIL]
     (warn,) = [f for f in findings if f.status == Status.WARN]
     assert warn.node == n3 and warn.message == (
@@ -307,7 +308,7 @@ def test_every_device_claimed_by_others_is_busy_not_broken_and_gets_no_pod(world
     assert warn.evidence["claims"] == ["ml/train-0-gpu-x7k2q"] and warn.evidence["devices"] == ["gpu-0"]
     assert "1 with all GPUs in use" in obs.plan.scope
     assert not cluster.pods and not cluster.templates
-    verdict, _ = judged(probe.snap, probe.settings)
+    verdict, _ = judged(probe.snap, probe.settings, probe.obs)
     assert verdict != "NOT CONFORMANT"  # a busy node is a warning, judged like the device plugin's "all GPUs in use"
 
 
@@ -322,7 +323,7 @@ def test_devices_taken_after_the_read_are_busy_in_the_schedulers_words(world, he
     cluster, probe = world(snap)
     cluster.free[nodes[0]] = []
     obs = run(probe)
-    findings = probe_findings(probe.snap, probe.settings)
+    findings = probe_findings(probe)
     assert not [f for f in findings if f.status == Status.FAIL]
     (warn,) = [f for f in findings if f.status == Status.WARN]
     head = (f"the 2 gpu.nvidia.com device(s) of {nodes[0]} are allocated (1 free when the cluster was read, claimed "
@@ -337,7 +338,7 @@ def test_devices_taken_after_the_read_are_busy_in_the_schedulers_words(world, he
 def test_a_claim_never_created_is_named_not_a_silent_timeout(world) -> None:
     _, probe = world(dra_snapshot(), probe_timeout=0.5, controller=False)
     run(probe)
-    fails = [f for f in probe_findings(probe.snap, probe.settings) if f.status == Status.FAIL]
+    fails = [f for f in probe_findings(probe) if f.status == Status.FAIL]
     assert len(fails) == 3 and all(f.check_id == "PRB-001" for f in fails)
     assert f"its ResourceClaim was never created from template {TEMPLATE}" in fails[0].message
     assert "resource-claim controller of kube-controller-manager" in fails[0].message
@@ -362,7 +363,7 @@ def test_the_schedulers_and_controllers_other_words_are_explained(world, event: 
     t0 = time.monotonic()
     run(probe)
     assert time.monotonic() - t0 < 10
-    fails = [f for f in probe_findings(probe.snap, probe.settings) if f.status == Status.FAIL]
+    fails = [f for f in probe_findings(probe) if f.status == Status.FAIL]
     assert len(fails) == 3 and said in fails[0].message and message in fails[0].message
 
 
@@ -412,7 +413,7 @@ def test_a_claim_pod_without_cdi_injection_fails_prb_004_whatever_the_clusterpol
     obs = run(probe)
     n1 = snap.gpu_node_names[0]
     obs.pods[n1].logs = obs.pods[n1].logs.replace("NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=all")
-    (fail,) = [f for f in probe_findings(probe.snap, probe.settings) if f.status == Status.FAIL]
+    (fail,) = [f for f in probe_findings(probe) if f.status == Status.FAIL]
     assert (fail.check_id, fail.node, fail.evidence["cdi_expected"]) == ("PRB-004", n1, True)
 
 

@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 import gpu_conformance.probe.run as probe_mod
 from gpu_conformance import catalogue
+from gpu_conformance.check_input import check_input
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.model import LAYER_ORDER, Finding, Status
@@ -132,9 +133,10 @@ def run_probe(probe: probe_mod.Probe) -> ProbeObservations:
     return probe.run(probe.snap.gpu_node_names, (NS, "shared"))
 
 
-def judged(snap: ClusterSnapshot, settings: Settings) -> tuple[str, list[Finding]]:
-    """The verdict and every finding of a run whose probe observations are in `snap.probe`."""
-    findings = [f for c in catalogue.all_checks() if c.func is not None for f in c.run(snap, settings)]
+def judged(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> tuple[str, list[Finding]]:
+    """The verdict and every finding of a run whose probe saw `obs` on `snap`."""
+    inp = check_input(snap, settings, obs)
+    findings = [f for c in catalogue.all_checks() if c.func is not None for f in c.run(inp)]
     return decide(catalogue.all_checks(), findings, snap.gpu_node_names, list(LAYER_ORDER)).overall, findings
 
 
@@ -156,7 +158,7 @@ def test_a_hanging_webhook_is_a_refusal_in_its_own_words_not_an_outage(world, co
     creates = [r for r in cluster.requests if r[0] == "POST"]
     assert len(creates) == 3  # one per pod: not retried
     assert not obs.aborted and all(p.refused == WEBHOOK_MESSAGE for p in obs.pods.values())
-    verdict, findings = judged(probe.snap, probe.settings)
+    verdict, findings = judged(probe.snap, probe.settings, probe.obs)
     warns = probe_findings(findings, Status.WARN)
     assert [f.message for f in warns] == [f"the cluster refused the probe pods: {WEBHOOK_MESSAGE}"]  # said once
     assert warns[0].evidence["transient"] and not probe_findings(findings, Status.FAIL)
@@ -201,7 +203,7 @@ def test_a_node_deleted_under_its_bound_probe_pod_is_named_at_once_and_incomplet
     obs = run_probe(probe)
     assert time.monotonic() - t0 < 5, "noticed right away, not after --probe-timeout"
     assert obs.pods[n2].node_deleted and node_gets(cluster) == [f"/api/v1/nodes/{n2}"]
-    verdict, findings = judged(probe.snap, probe.settings)
+    verdict, findings = judged(probe.snap, probe.settings, probe.obs)
     (warn,) = probe_findings(findings, Status.WARN)
     assert warn.node == n2 and warn.message == f"node {n2} was deleted while its probe pod ran"
     assert warn.evidence["transient"] and not probe_findings(findings, Status.FAIL)
@@ -226,7 +228,7 @@ def test_a_probe_pod_the_pod_gc_deleted_with_its_node_names_the_node(world) -> N
     asked = node_gets(cluster)
     assert obs.pods[n1].node_deleted and set(asked) == {f"/api/v1/nodes/{n1}"}
     assert len(asked) >= 2  # asked while it waited (the node was there), and once more when the pod vanished
-    verdict, findings = judged(probe.snap, probe.settings)
+    verdict, findings = judged(probe.snap, probe.settings, probe.obs)
     (warn,) = probe_findings(findings, Status.WARN)
     assert warn.node == n1 and warn.message == f"node {n1} was deleted while its probe pod ran"
     assert verdict == "INCOMPLETE"
@@ -246,7 +248,7 @@ def test_waiting_pods_ask_for_their_node_rarely_and_healthy_ones_never(world) ->
     asked = len(node_gets(cluster)) / 3
     assert polls > 20 and 2 <= asked <= 6, (polls, asked)  # rounds at 0.2, 0.4, 0.8, 1.6, 2.6 s
     assert not any(p.node_deleted for p in obs.pods.values())
-    _, findings = judged(probe.snap, probe.settings)
+    _, findings = judged(probe.snap, probe.settings, probe.obs)
     assert len([f for f in probe_findings(findings, Status.FAIL) if "did not finish" in f.message]) == 3
 
 
@@ -265,7 +267,7 @@ def test_an_evicted_probe_pod_is_named_in_the_kubelets_words_and_incomplete(worl
 
     cluster.on_poll = everyone_succeeds_but(n3, evict)
     obs = run_probe(probe)
-    verdict, findings = judged(probe.snap, probe.settings)
+    verdict, findings = judged(probe.snap, probe.settings, probe.obs)
     (warn,) = probe_findings(findings, Status.WARN)
     assert warn.node == n3 and warn.message == f"the probe pod was evicted: {EVICTED}"
     assert warn.evidence["transient"] and not probe_findings(findings, Status.FAIL)
@@ -311,11 +313,11 @@ def test_a_pod_the_cluster_took_away_is_said_in_its_own_words_and_incomplete(pod
     # own words rather than "deleted by someone else" or "nvidia-smi failed".
     from test_probe_checks import observed
 
-    snap = observed(pod=pod)
-    p = snap.probe.pods["gpu-node-1"]
+    snap, obs = observed(pod=pod)
+    p = obs.pods["gpu-node-1"]
     if pod["metadata"].get("deletionTimestamp"):
         p.gone = "probe pod gpu-probe-t1-1 is being deleted by someone else before it finished"  # as the probe sets it
-    verdict, findings = judged(snap, Settings(run_id="t1"))
+    verdict, findings = judged(snap, Settings(run_id="t1"), obs)
     assert [(f.check_id, f.status, f.message) for f in findings if f.check_id.startswith("PRB-")] == [
         ("PRB-001", Status.WARN, said)]
     assert verdict == "INCOMPLETE"
@@ -330,7 +332,7 @@ def test_a_finished_pod_is_not_taken_away_by_a_late_condition() -> None:
     from gpu_conformance.probe.states import taken_away
 
     pod = _disrupted(condition="DeletionByPodGC", message="PodGC: node no longer exists", phase="Succeeded")
-    assert taken_away(observed(pod=pod, logs=OK_LOG).probe.pods["gpu-node-1"]) == ""
+    assert taken_away(observed(pod=pod, logs=OK_LOG)[1].pods["gpu-node-1"]) == ""
 
 
 # ---- 4. another run in progress ----------------------------------------------------------------------------------

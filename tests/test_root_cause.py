@@ -23,6 +23,7 @@ from factory import (
 )
 
 from gpu_conformance import catalogue
+from gpu_conformance.check_input import check_input
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.model import Layer, Status
 from gpu_conformance.operands import OPERANDS
@@ -39,7 +40,8 @@ NO_NVIDIA_RUNTIME = ('Failed to create pod sandbox: rpc error: code = Unknown de
 
 def judge(snap: ClusterSnapshot) -> Verdict:
     refresh(snap)
-    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(snap, Settings())]
+    inp = check_input(snap, Settings())
+    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(inp)]
     layers = [layer for layer in Layer if layer != Layer.PROBE]
     return decide(catalogue.all_checks(), findings, snap.gpu_node_names, layers)
 

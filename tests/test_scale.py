@@ -10,6 +10,7 @@ import pytest
 from factory import healthy_snapshot, pod_for, refresh, stuck_init
 
 from gpu_conformance import catalogue
+from gpu_conformance.check_input import check_input
 from gpu_conformance.model import Status
 from gpu_conformance.report.html import write_html
 from gpu_conformance.report.json_report import write_json
@@ -25,7 +26,8 @@ def test_five_thousand_nodes(tmp_path: Path) -> None:
     refresh(snap)
     settings = Settings(operator_namespace="gpu-operator", run_id="scale")
     t0 = time.monotonic()
-    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(snap, settings)]
+    inp = check_input(snap, settings)
+    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(inp)]
     t_checks = time.monotonic() - t0
     verdict = decide(catalogue.all_checks(), findings, snap.gpu_node_names)
     result = RunResult("scale", "2026-12-02T00:00:00+00:00", 1.0, {"server": "https://x", "requests": 14},
@@ -52,7 +54,8 @@ def test_thousand_node_reports_stay_small_and_keep_failures(tmp_path: Path) -> N
     stuck_init(pod_for(snap, "nvidia-operator-validator", "gpu-node-7"), "toolkit-validation", restarts=3)
     refresh(snap)
     settings = Settings(operator_namespace="gpu-operator", run_id="scale")
-    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(snap, settings)]
+    inp = check_input(snap, settings)
+    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(inp)]
     verdict = decide(catalogue.all_checks(), findings, snap.gpu_node_names)
     result = RunResult("scale", "2026-12-02T00:00:00+00:00", 1.0, {"server": "https://x", "requests": 14},
                        {"namespace": "gpu-operator", "version": "v26.3.3", "policy": {}}, {}, catalogue.all_checks(),

@@ -16,6 +16,7 @@ from factory import as_served, healthy_snapshot, pod_for, refresh, stuck_init
 
 import gpu_conformance.cluster.reader as reader
 from gpu_conformance import catalogue
+from gpu_conformance.check_input import check_input
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.settings import Settings
 
@@ -82,8 +83,9 @@ def _serve(monkeypatch: pytest.MonkeyPatch, snap: ClusterSnapshot) -> None:
 
 def _findings(snap: ClusterSnapshot) -> list[str]:
     settings = Settings(operator_namespace=NS, run_id="mem")
+    inp = check_input(snap, settings)
     return [json.dumps(f.to_dict(), sort_keys=True, default=str)
-            for c in catalogue.all_checks() if c.func for f in c.run(snap, settings)]
+            for c in catalogue.all_checks() if c.func for f in c.run(inp)]
 
 
 def _broken(gpu_nodes: int) -> ClusterSnapshot:

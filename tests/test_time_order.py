@@ -28,6 +28,7 @@ from factory import (
 )
 
 from gpu_conformance import catalogue
+from gpu_conformance.check_input import check_input
 from gpu_conformance.checks import driver_toolkit  # noqa: F401  (registers the checks)
 from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.cluster.timeline import event_last_seen, parse_time, pod_last_start
@@ -48,7 +49,8 @@ BRING_UP = "2026-10-01T09:07:00Z"     # the operands' refusals while the driver 
 
 def judge(snap: ClusterSnapshot) -> Verdict:
     refresh(snap)
-    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(snap, Settings())]
+    inp = check_input(snap, Settings())
+    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(inp)]
     return decide(catalogue.all_checks(), findings, snap.gpu_node_names, [la for la in Layer if la != Layer.PROBE])
 
 

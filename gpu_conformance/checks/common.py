@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
-from gpu_conformance.facts import facts, operator_deployment, operator_image
+from gpu_conformance.facts import operator_deployment, operator_image
 from gpu_conformance.model import Finding, Status
 from gpu_conformance.operands import OPERANDS, Operand, operand_enabled
 
@@ -11,9 +12,9 @@ __all__ = ["operator_deployment", "operator_image", "operator_version", "enabled
            "names"]
 
 
-def operator_version(snap: ClusterSnapshot) -> str:
+def operator_version(inp: CheckInput) -> str:
     """The operator's version ('v26.3.3') from whatever the cluster says, or '' when unknown."""
-    return facts(snap).operator.tag
+    return inp.facts.operator.tag
 
 
 def enabled_operands(snap: ClusterSnapshot) -> list[Operand]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance import versions
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.checks.common import enabled_operands
 from gpu_conformance.checks.pods import UPGRADE_BRINGUP, why_no_pod
 from gpu_conformance.checks.registry import check
-from gpu_conformance.cluster.snapshot import ClusterSnapshot, labels_of, name_of
-from gpu_conformance.facts import facts, operand_daemonsets, operand_pods
+from gpu_conformance.cluster.snapshot import labels_of, name_of
+from gpu_conformance.facts import operand_daemonsets
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (
     DEPLOY_PREFIX,
@@ -17,7 +18,6 @@ from gpu_conformance.operands import (
     expected_deploy_labels,
 )
 from gpu_conformance.resource_model import ResourceModel
-from gpu_conformance.settings import Settings
 
 L = Layer.DEPLOY_LABELS
 # v26.7.0's GPUCluster stack labels nodes with its own deploy labels (controllers/state_manager.go
@@ -42,8 +42,9 @@ def _mig_capable(labels: dict[str, str]) -> bool:
        kubectl="kubectl get node {node} -o json | grep -o 'nvidia.com/gpu.deploy[^,]*'",
        detects="deploy labels missing (operator not labelling); opt-outs and pauses reported",
        na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_LABELS)
-def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    version = facts(snap).operator.parsed
+def deploy_labels_present(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
+    version = inp.facts.operator.parsed
     enabled_labels = {o.deploy_label: o for o in enabled_operands(snap)}
     findings = []
     for node in snap.gpu_nodes:
@@ -89,19 +90,20 @@ def deploy_labels_present(snap: ClusterSnapshot, settings: Settings) -> list[Fin
             "node means the selector was changed.",
        kubectl="kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node}",
        detects="an operand pod missing on a node labelled for it, or running where it should not")
-def daemonsets_match_labels(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def daemonsets_match_labels(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     problems: dict[str, list[str]] = {}
     for o in OPERANDS:
         dss = operand_daemonsets(snap, o)
         if not dss:
             continue  # existence is OPR-006's question
-        on_nodes = {p.get("spec", {}).get("nodeName") for p in operand_pods(snap, o)
+        on_nodes = {p.get("spec", {}).get("nodeName") for p in inp.operand_pods(o)
                     if not p.get("metadata", {}).get("deletionTimestamp")}
         for node in snap.gpu_nodes:
             n = name_of(node)
             labelled = labels_of(node).get(o.deploy_label) == "true"
             # The MPS control daemon-style extra selectors do not apply to these operands.
-            mode = facts(snap).driver_modes.get(n)
+            mode = inp.facts.driver_modes.get(n)
             if labelled and n not in on_nodes and o is DRIVER and mode is not None and mode.problem:
                 # NVIDIADriver CRs place the driver by their own nodeSelector: the CR's condition (DRV-001) says why
                 # no driver pod is here better than the deploy label can.

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance import versions
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.checks.common import operator_version
 from gpu_conformance.checks.driver_toolkit import stage_message, validator_chain
 from gpu_conformance.checks.per_node import per_gpu_node
@@ -44,17 +45,16 @@ from gpu_conformance.cluster.snapshot import (
     is_gpu_resource,
     name_of,
 )
-from gpu_conformance.facts import facts, operand_pod
+from gpu_conformance.facts import strategy_uses_cdi
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.resource_model import ResourceModel
-from gpu_conformance.settings import Settings
 
 Obj = dict[str, Any]
 L = Layer.DEVICE_PLUGIN
 GPU = GPU_RESOURCE
 GPU_SHARED = GPU_SHARED_RESOURCE
 MIG_PREFIX = MIG_RESOURCE_PREFIX
-DP_CONTAINER = "nvidia-device-plugin"
+DP_CONTAINER = ops.DEVICE_PLUGIN_CONTAINER
 # What GFD publishes for every GPU family and sharing mode (MIG single/mixed, time-slicing, MPS, vGPU). Any of
 # the alternatives counts: the cuda.driver.* names are the older spelling.
 GFD_REQUIRED = (("nvidia.com/gpu.product",), ("nvidia.com/gpu.count",),
@@ -99,43 +99,8 @@ def _cap_alloc(node: Obj, resource: str) -> tuple[str | None, str | None]:
     return (st.get("capacity") or {}).get(resource), (st.get("allocatable") or {}).get(resource)
 
 
-def cdi_policy(snapshot: ClusterSnapshot) -> tuple[bool | None, str]:
-    """CDI on/off per the ClusterPolicy, with where that came from (the field, or the version's default).
-
-    None when the field is unset and the operator version unknown: both answers are then acceptable.
-    """
-    value = snapshot.policy_spec("cdi", "enabled")
-    if value is not None:
-        return bool(value), f"spec.cdi.enabled={str(bool(value)).lower()}"
-    version = facts(snapshot).operator.parsed
-    on = versions.since(versions.CDI_DEFAULT_ON, version)
-    if on is None:
-        return None, "spec.cdi.enabled unset and operator version unknown"
-    return on, f"spec.cdi.enabled unset (default {str(on).lower()} for operator {versions.text(version)})"
-
-
-def effective_cdi(snapshot: ClusterSnapshot) -> tuple[bool, str]:
-    """cdi_policy, with an undecidable policy settled by what the device plugin actually does."""
-    on, source = cdi_policy(snapshot)
-    if on is not None:
-        return on, source
-    env = device_plugin_env(snapshot)
-    plugin = strategy_uses_cdi(env.get("DEVICE_LIST_STRATEGY", "envvar")) if env is not None else False
-    return plugin, f"{source}; the device plugin's DEVICE_LIST_STRATEGY says {'on' if plugin else 'off'}"
-
-
 def nri_mode(snapshot: ClusterSnapshot) -> bool:
     return bool(snapshot.policy_spec("cdi", "nriPluginEnabled"))
-
-
-def device_plugin_env(snapshot: ClusterSnapshot) -> dict[str, str] | None:
-    """The env of the device plugin DaemonSet's plugin container; None when there is no such DaemonSet."""
-    ds = snapshot.daemonset(ops.DEVICE_PLUGIN.daemonset)
-    if ds is None:
-        return None
-    containers = ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
-    ctr = next((c for c in containers if c.get("name") == DP_CONTAINER), containers[0] if containers else {})
-    return {e.get("name", ""): str(e.get("value", "")) for e in ctr.get("env") or [] if "value" in e}
 
 
 def expected_list_strategy(version: versions.Version | None, cdi: bool) -> str | None:
@@ -146,10 +111,6 @@ def expected_list_strategy(version: versions.Version | None, cdi: bool) -> str |
     if new is None:
         return None
     return "cdi-annotations,cdi-cri" if new else "envvar,cdi-annotations"
-
-
-def strategy_uses_cdi(strategy: str) -> bool:
-    return any(s.strip() in ("cdi-annotations", "cdi-cri") for s in strategy.split(","))
 
 
 def _dp_enabled(snapshot: ClusterSnapshot) -> bool:
@@ -169,7 +130,8 @@ def _gfd_enabled(snapshot: ClusterSnapshot) -> bool:
        detects="device plugin pod missing, waiting in toolkit-validation (blocked upstream), config-manager-init "
                "stuck or nvidia-device-plugin crash-looping; WARN on restarts",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
-def device_plugin_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def device_plugin_ready(inp: CheckInput) -> list[Finding]:
+    snapshot = inp.snapshot
     def explain(p: PodProblem) -> tuple[str, str]:
         if p.stage == "toolkit-validation":
             return ("toolkit-ready was never written on this node — blocked upstream (driver → toolkit), see the "
@@ -182,14 +144,15 @@ def device_plugin_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[F
     disabled = None if _dp_enabled(snapshot) else (
         "ClusterPolicy spec.devicePlugin.enabled=false — no operator device plugin; GPUs must be advertised by "
         "another plugin")
-    return operand_pod_findings(snapshot, settings, ops.DEVICE_PLUGIN, "device plugin pod",
+    return operand_pod_findings(inp, ops.DEVICE_PLUGIN, "device plugin pod",
                                 "device plugin", disabled, "spec.devicePlugin.enabled", explain)
 
 
-def _explained(snapshot: ClusterSnapshot, node: str, finding: Finding) -> Finding:
+def _explained(inp: CheckInput, node: str, finding: Finding) -> Finding:
     """A resource failure the device plugin's pause, or its coming back in a driver upgrade step, explains."""
+    snapshot = inp.snapshot
     finding = explained_by_pause(snapshot, node, ops.DEVICE_PLUGIN, finding)
-    return explained_by_upgrade(snapshot, node, operand_pod(snapshot, ops.DEVICE_PLUGIN, node), finding)
+    return explained_by_upgrade(inp, node, inp.operand_pod(ops.DEVICE_PLUGIN, node), finding)
 
 
 def _expected_resource(snapshot: ClusterSnapshot) -> str:
@@ -205,7 +168,8 @@ def _expected_resource(snapshot: ClusterSnapshot) -> str:
                "nvidia.com/gpu.shared); a key kubelet keeps at 0 beside advertised ones passes",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 @per_gpu_node()
-def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def gpu_resource_advertised(inp: CheckInput, node: str) -> Finding:
+    snapshot = inp.snapshot
     n = snapshot.node_by_name[node]
     resources = gpu_resources(n)
     quantities = {r: dict(zip(("capacity", "allocatable"), _cap_alloc(n, r), strict=True)) for r in resources}
@@ -239,7 +203,7 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings, node:
     present = node_labels(snapshot, node).get("nvidia.com/gpu.present")
     msg = (f"{node} advertises no usable GPU: {shown} (expected {_expected_resource(snapshot)} > 0) — {why}; "
            f"nvidia.com/gpu.present={present} only means the hardware was detected")
-    return _explained(snapshot, node,
+    return _explained(inp, node,
                               Finding(Status.FAIL, msg, node=node, evidence=ev,
                                       kubectl=f"kubectl describe node {node}"))
 
@@ -252,7 +216,8 @@ def gpu_resource_advertised(snapshot: ClusterSnapshot, settings: Settings, node:
        detects="allocatable nvidia.com/gpu (or mig-*/gpu.shared) below capacity: unhealthy devices",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 @per_gpu_node()
-def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def allocatable_equals_capacity(inp: CheckInput, node: str) -> Finding:
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
     n = snapshot.node_by_name[node]
     resources = [r for r in gpu_resources(n) if _qty(_cap_alloc(n, r)[0]) > 0]
@@ -268,8 +233,8 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings, n
           "expected": {r: _cap_alloc(n, r)[0] for r in resources}}
     if short:
         parts = [f"{r} allocatable {a} < capacity {c}: {c - a} of {c} devices unhealthy" for r, c, a in short]
-        pod = operand_pod(snapshot, ops.DEVICE_PLUGIN, node)
-        return _explained(snapshot, node, Finding(
+        pod = inp.operand_pod(ops.DEVICE_PLUGIN, node)
+        return _explained(inp, node, Finding(
             Status.FAIL, "" + "; ".join(parts) + " (kubelet withholds devices the device plugin reports "
             "unhealthy)", node=node, evidence=ev,
             kubectl=logs_cmd(ns, pod, DP_CONTAINER) if pod else f"kubectl describe node {node}"))
@@ -286,7 +251,8 @@ def allocatable_equals_capacity(snapshot: ClusterSnapshot, settings: Settings, n
        detects="capacity differs from nvidia.com/gpu.count × nvidia.com/gpu.replicas (or nvidia.com/mig-<p>.count)",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 @per_gpu_node()
-def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def count_matches_gfd(inp: CheckInput, node: str) -> Finding:
+    snapshot = inp.snapshot
     n = snapshot.node_by_name[node]
     labels = node_labels(snapshot, node)
     cap = n.get("status", {}).get("capacity") or {}
@@ -316,7 +282,7 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings, node: str) 
           "expected": {r: str(e) for r, e, _ in pairs}, "basis": basis}
     if bad:
         parts = [f"capacity {r}={o if o is not None else 'absent'} but GFD expects {e}" for r, e, o in bad]
-        return _explained(snapshot, node, Finding(
+        return _explained(inp, node, Finding(
             Status.FAIL, "" + "; ".join(parts) + f" ({basis}): the device plugin does not advertise every "
             "GPU GFD sees", node=node, evidence=ev))
     else:
@@ -334,7 +300,8 @@ def count_matches_gfd(snapshot: ClusterSnapshot, settings: Settings, node: str) 
                "(a missing gpu.memory only warns: unified-memory GPUs have none)",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 @per_gpu_node()
-def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def gfd_labels_present(inp: CheckInput, node: str) -> Finding:
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
     if not _gfd_enabled(snapshot):
         return Finding(Status.NA, "GFD disabled (spec.gfd.enabled=false)", node=node)
@@ -356,13 +323,13 @@ def gfd_labels_present(snapshot: ClusterSnapshot, settings: Settings, node: str)
                            evidence={**ev, "usually": list(GFD_USUALLY)})
         else:
             return Finding(Status.PASS, shown, node=node, evidence=ev)
-    pod = operand_pod(snapshot, ops.GFD, node)
+    pod = inp.operand_pod(ops.GFD, node)
     if pod is None:
         state = "no gpu-feature-discovery pod on the node"
         cmd = (f"kubectl -n {ns} get pods -o wide -l {selector_text(snapshot, ops.GFD)} "
                f"--field-selector spec.nodeName={node}")
     elif not pod_ready(pod):
-        state = f"gpu-feature-discovery pod {name_of(pod)} {pod_problem(snapshot, pod).summary}"
+        state = f"gpu-feature-discovery pod {name_of(pod)} {pod_problem(inp, pod).summary}"
         cmd = f"kubectl -n {ns} describe pod {name_of(pod)}"
     else:
         state = (f"gpu-feature-discovery pod {name_of(pod)} is Ready, so NFD did not apply its labels "
@@ -422,7 +389,7 @@ def _workload_candidates(allocatable: dict[str, int]) -> dict[str, int]:
     return mig or {k: v for k, v in allocatable.items() if not k.startswith(MIG_PREFIX)}
 
 
-def _workload_stage(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, stuck: dict[str, Any],
+def _workload_stage(inp: CheckInput, ns: str, node: str, pod: Obj, stuck: dict[str, Any],
                     advertised: dict[str, int], log: str, ev: dict[str, Any], cmd: str) -> Finding:
     """plugin-validation stuck while the node advertises GPUs: its test pod did not succeed. Busy, or broken?
 
@@ -430,6 +397,7 @@ def _workload_stage(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, stu
     pod cannot get one (gpu-operator #481). Finished pods hold nothing. Otherwise the test pod's failure is the
     node's: a pod asking for one GPU did not run.
     """
+    snapshot = inp.snapshot
     n = snapshot.node_by_name[node]
     shown = ", ".join(f"{r}={q}" for r, q in advertised.items())
     ev["advertised"] = advertised
@@ -479,7 +447,7 @@ def _workload_stage(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, stu
     elif refused:
         what = f"kubelet refused its test pod {name_of(test_pod)}: \"{refused}\""
     else:
-        p = pod_problem(snapshot, test_pod) if not pod_ready(test_pod) else None
+        p = pod_problem(inp, test_pod) if not pod_ready(test_pod) else None
         what = (f"its test pod {name_of(test_pod)} did not succeed ({p.summary if p else pod_status_text(test_pod)})"
                 + (f": {p.log.splitlines()[-1]}" if p and p.log else ""))
     msg = (f"validator stuck in {PLUGIN_STAGE} ({pod_status_text(pod)}, {plural(stuck['restarts'], 'restart')}): the "
@@ -502,7 +470,8 @@ def _workload_stage(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, stu
                "were advertised",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 @per_gpu_node()
-def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def plugin_validation_completed(inp: CheckInput, node: str) -> Finding:
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
     if not _dp_enabled(snapshot):
         return Finding(Status.NA, "plugin-validation is removed from the validator when "
@@ -510,7 +479,7 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings, n
     gate = label_gate(snapshot, node, ops.VALIDATOR)
     if gate is not None:
         return gate
-    pod = operand_pod(snapshot, ops.VALIDATOR, node)
+    pod = inp.operand_pod(ops.VALIDATOR, node)
     if pod is None:
         return Finding(Status.NA, "no validator pod (see DRV-004)", node=node)
     chain = validator_chain(pod)
@@ -541,12 +510,12 @@ def plugin_validation_completed(snapshot: ClusterSnapshot, settings: Settings, n
                        previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")
         advertised = _validator_sees(snapshot.node_by_name[node], "capacity")
         if not advertised:
-            return explained_by_upgrade(snapshot, node, pod, Finding(
+            return explained_by_upgrade(inp, node, pod, Finding(
                 Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
                 kubectl=cmd))
         else:
-            return explained_by_upgrade(snapshot, node, pod,
-                                        _workload_stage(snapshot, ns, node, pod, stuck, advertised, log, ev,
+            return explained_by_upgrade(inp, node, pod,
+                                        _workload_stage(inp, ns, node, pod, stuck, advertised, log, ev,
                                                         cmd))
 
 
@@ -566,9 +535,10 @@ HINT_MIG = ("nvidia-mig-manager applies the MIG profile named by the node label 
             "mode change that needs a reboot (WITH_REBOOT=false). Setting nvidia.com/mig.config again retries.")
 
 
-def _mig_failed(snapshot: ClusterSnapshot, ns: str, node: str, profile: str, ev: dict[str, Any]) -> Finding:
+def _mig_failed(inp: CheckInput, ns: str, node: str, profile: str, ev: dict[str, Any]) -> Finding:
     """A failed reconfiguration in the MIG manager's own words: its last log lines, when the snapshot has them."""
-    pod = operand_pod(snapshot, ops.MIG_MANAGER, node)
+    snapshot = inp.snapshot
+    pod = inp.operand_pod(ops.MIG_MANAGER, node)
     log = last_log(snapshot, pod, MIG_CONTAINER) if pod is not None else ""
     if log:
         ev["log"] = log
@@ -590,7 +560,8 @@ def _mig_failed(snapshot: ClusterSnapshot, ns: str, node: str, profile: str, ev:
        # A failed repartition explains the resource counts DPL-002/DPL-004 would blame on the plugin.
        rank=-1)
 @per_gpu_node()
-def mig_config_applied(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def mig_config_applied(inp: CheckInput, node: str) -> Finding:
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
     labels = node_labels(snapshot, node)
     state, profile = labels.get(MIG_STATE), labels.get(MIG_CONFIG, "<unset>")
@@ -603,7 +574,7 @@ def mig_config_applied(snapshot: ClusterSnapshot, settings: Settings, node: str)
         return Finding(Status.PASS, f"MIG layout {profile} applied ({MIG_STATE}={state})", node=node,
                        evidence=ev)
     elif state == MIG_FAILED:
-        return _mig_failed(snapshot, ns, node, profile, ev)
+        return _mig_failed(inp, ns, node, profile, ev)
     elif state in MIG_WORKING:
         return Finding(Status.WARN, f"transient: the MIG manager is applying {MIG_CONFIG}={profile} "
                        f"({MIG_STATE}={state}); GPU resources change when it finishes", node=node,
@@ -624,12 +595,13 @@ def mig_config_applied(snapshot: ClusterSnapshot, settings: Settings, node: str)
                "--expect-cdi (e.g. CDI expected but the plugin on envvar: a probe without runtimeClassName gets "
                "no GPU)",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
-def cdi_mode(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def cdi_mode(inp: CheckInput) -> list[Finding]:
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
-    version = facts(snapshot).operator.parsed
-    vtext = operator_version(snapshot) or "unknown (what every supported version renders is accepted)"
-    policy_cdi, source = effective_cdi(snapshot)
-    env = device_plugin_env(snapshot)
+    version = inp.facts.operator.parsed
+    vtext = operator_version(inp) or "unknown (what every supported version renders is accepted)"
+    policy_cdi, source = inp.facts.cdi
+    env = inp.facts.device_plugin_env
     strategy = None if env is None else env.get("DEVICE_LIST_STRATEGY", "envvar")
     plugin_cdi = None if strategy is None else strategy_uses_cdi(strategy)
     expected_strategy = expected_list_strategy(version, policy_cdi)
@@ -692,7 +664,8 @@ def cdi_mode(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
        detects="RuntimeClass nvidia (or nvidia-cdi/nvidia-legacy with CDI) missing or with a wrong handler; "
                "WARN on leftovers (CDI off, NRI mode)",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
-def runtimeclasses(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def runtimeclasses(inp: CheckInput) -> list[Finding]:
+    snapshot = inp.snapshot
     present = {name_of(rc): rc.get("handler") for rc in snapshot.runtimeclasses}
     nvidia_like = sorted(n for n in present if n.startswith("nvidia"))
     if nri_mode(snapshot):
@@ -703,7 +676,7 @@ def runtimeclasses(snapshot: ClusterSnapshot, settings: Settings) -> list[Findin
                             f"{', '.join(nvidia_like)} exist (left over; operands no longer use them)", evidence=ev)]
         return [Finding(Status.PASS, "NRI plugin mode: no RuntimeClasses expected, none present",
                         evidence=ev)]
-    cdi, source = effective_cdi(snapshot)
+    cdi, source = inp.facts.cdi
     main = snapshot.policy_spec("operator", "runtimeClass") or "nvidia"
     expected = [main] + (["nvidia-cdi", "nvidia-legacy"] if cdi else [])
     ev = {"object": "RuntimeClass", "field": "metadata.name / handler", "observed": present,

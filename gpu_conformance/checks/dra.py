@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpu_conformance import operands as ops
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.checks.common import cluster_finding
 from gpu_conformance.checks.pods import (
     PodProblem,
@@ -37,10 +38,8 @@ from gpu_conformance.resource_model import (
     KUBELET_PLUGIN_DAEMONSET,
     KUBELET_PLUGIN_DEPLOY_LABEL,
     ResourceModel,
-    both_models,
-    resource_model,
 )
-from gpu_conformance.resource_slices import Device, dra_view
+from gpu_conformance.resource_slices import Device
 from gpu_conformance.settings import Settings
 
 Obj = dict[str, Any]
@@ -74,9 +73,10 @@ def _condition(obj: Obj, ctype: str) -> Obj:
        detects="a ClusterPolicy and a GPUCluster both present (an unsupported combination: every other failure "
                "is its consequence); passes naming the model otherwise",
        rank=-1)
-def one_resource_model(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    model = resource_model(snap)
-    if not both_models(snap):
+def one_resource_model(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
+    model = inp.facts.resource_model
+    if not inp.facts.both_models:
         return [cluster_finding(Status.PASS, f"GPU resource model: {model}", resource_model=str(model))]
     cps = sorted(name_of(c) for c in snap.clusterpolicies)
     gcs = sorted(name_of(g) for g in snap.gpu_clusters)
@@ -101,7 +101,8 @@ def one_resource_model(snap: ClusterSnapshot, settings: Settings) -> list[Findin
                "kubelet plugin explains",
        na_in=(ResourceModel.DEVICE_PLUGIN, ResourceModel.DRA_DRIVER),
        na_why="no GPUCluster; the ClusterPolicy is judged by OPR-003")
-def gpucluster_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def gpucluster_ready(inp: CheckInput) -> list[Finding]:
+    snap, settings = inp.snapshot, inp.settings
     gc = sorted(snap.gpu_clusters, key=lambda g: ((g.get("metadata") or {}).get("creationTimestamp", ""),
                                                   name_of(g)))[0]
     status = gc.get("status") if isinstance(gc.get("status"), dict) else {}
@@ -160,9 +161,10 @@ def _operand_not_ready(snap: ClusterSnapshot, settings: Settings, gc: Obj, ev: d
        detects="DRA kubelet plugin pod missing, stuck in driver-validation (driver not ready) or crash-looping; "
                "WARN on restarts",
        rank=-1, na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
-def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    if resource_model(snap) is ResourceModel.DRA_DRIVER:
-        return _chart_kubelet_plugin(snap)
+def kubelet_plugin_ready(inp: CheckInput) -> list[Finding]:
+    snap, settings = inp.snapshot, inp.settings
+    if inp.facts.resource_model is ResourceModel.DRA_DRIVER:
+        return _chart_kubelet_plugin(inp)
     ns = namespace(snap, settings)
 
     def explain(p: PodProblem) -> str:
@@ -184,16 +186,17 @@ def kubelet_plugin_ready(snap: ClusterSnapshot, settings: Settings) -> list[Find
         if pod is None:
             out.append(missing_pod_finding(snap, ns, node, KUBELET_PLUGIN, "DRA kubelet plugin"))
         elif not pod_ready(pod):
-            out.append(problem_finding(snap, ns, node, pod, "DRA kubelet plugin",
-                                       explain(pod_problem(snap, pod)), ""))
+            out.append(problem_finding(inp, ns, node, pod, "DRA kubelet plugin",
+                                       explain(pod_problem(inp, pod)), ""))
         else:
             out.append(restart_warn_or_pass(ns, node, pod, "DRA kubelet plugin"))
     return out
 
 
-def _chart_kubelet_plugin(snap: ClusterSnapshot) -> list[Finding]:
+def _chart_kubelet_plugin(inp: CheckInput) -> list[Finding]:
     """The chart's kubelet plugin, read cluster-wide by its labels (reader.py): no deploy label gates it (the chart
     schedules it by NFD's pci-10de label), and its namespace is the release's."""
+    snap = inp.snapshot
     by_node: dict[str, list[Obj]] = {}
     for p in snap.dra_plugin_pods:
         by_node.setdefault((p.get("spec") or {}).get("nodeName") or "", []).append(p)
@@ -214,7 +217,7 @@ def _chart_kubelet_plugin(snap: ClusterSnapshot) -> list[Finding]:
             continue
         ns = str((pod.get("metadata") or {}).get("namespace") or "")
         if not pod_ready(pod):
-            out.append(problem_finding(snap, ns, node, pod, "DRA kubelet plugin",
+            out.append(problem_finding(inp, ns, node, pod, "DRA kubelet plugin",
                                        "the kubelet plugin cannot start or register with kubelet (read the gpus "
                                        "container's log: NVML, CDI, the driver root)", ""))
         else:
@@ -230,8 +233,9 @@ def _chart_kubelet_plugin(snap: ClusterSnapshot) -> list[Finding]:
        detects="DeviceClass gpu.nvidia.com missing (every claim for a GPU fails), or not selecting the driver's "
                "GPUs",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
-def gpu_device_class(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    dc = dra_view(snap).device_class(GPU_DEVICE_CLASS)
+def gpu_device_class(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
+    dc = inp.facts.dra.device_class(GPU_DEVICE_CLASS)
     ev: dict[str, Any] = {"object": f"deviceclass/{GPU_DEVICE_CLASS}", "observed": "absent", "expected": "present",
                           "deviceclasses": sorted(name_of(d) for d in snap.device_classes)}
     if dc is None:
@@ -292,8 +296,9 @@ def _attribute_problems(gpus: list[Device], labels: dict[str, str]) -> tuple[lis
        detects="no ResourceSlice of gpu.nvidia.com for the node, an incomplete pool, fewer GPUs than "
                "nvidia.com/gpu.count, devices without uuid/productName/memory",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
-def slices_publish_gpus(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    view = dra_view(snap)
+def slices_publish_gpus(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
+    view = inp.facts.dra
     out = []
     for node in snap.gpu_node_names:
         ns_ = view.node(node)
@@ -350,8 +355,9 @@ def slices_publish_gpus(snap: ClusterSnapshot, settings: Settings) -> list[Findi
        kubectl="kubectl get resourceclaims -A -o wide",
        detects="WARN when every GPU device of the node is allocated, naming the claims",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
-def device_free(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    view = dra_view(snap)
+def device_free(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
+    view = inp.facts.dra
     out = []
     for node in snap.gpu_node_names:
         gpus = view.node(node).gpus
@@ -381,8 +387,9 @@ def device_free(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
        detects="the node's GPUs published as ResourceSlices of gpu.nvidia.com while the device plugin advertises "
                "nvidia.com/gpu there (or runs there): the same GPUs handed out twice",
        na_in=DEVICE_PLUGIN_MODEL, na_why=NOT_DRA)
-def one_allocator(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-    view = dra_view(snap)
+def one_allocator(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
+    view = inp.facts.dra
     policy_on = bool(snap.clusterpolicies) and snap.policy_enabled("devicePlugin", ops.DEVICE_PLUGIN.default_enabled)
     out = []
     for node in snap.gpu_node_names:

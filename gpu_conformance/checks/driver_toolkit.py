@@ -13,6 +13,7 @@ from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance import upgrade_states as upg
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.checks.per_node import per_gpu_node
 from gpu_conformance.checks.pods import (
     DRIVER_CONTAINER,
@@ -44,11 +45,9 @@ from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text, restart_count, stuck_init_container
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.cluster.timeline import any_container_started
-from gpu_conformance.facts import DriverMode, facts, image_tag, operand_pod
-from gpu_conformance.facts import driver_mode as compute_driver_mode
+from gpu_conformance.facts import image_tag
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.resource_model import ResourceModel
-from gpu_conformance.settings import Settings
 
 Obj = dict[str, Any]
 L = Layer.DRIVER_TOOLKIT
@@ -88,15 +87,11 @@ DRIVER_LAYER_CHAIN = ("driver-validation", "toolkit-validation", "cuda-validatio
 
 
 # ---- driver configuration ----------------------------------------------------------------------------------
-def driver_mode(snapshot: ClusterSnapshot, node: str) -> DriverMode:
-    """Computed once per snapshot (facts), so DRV-001, DRV-002 and the report header agree."""
-    return facts(snapshot).driver_modes.get(node) or compute_driver_mode(snapshot, node)
-
-
-def waits_for_driver(snapshot: ClusterSnapshot, pod: Obj) -> bool:
+# A node's driver mode is a fact of the run (CheckInput.driver_mode), so DRV-001, DRV-002 and the report header agree.
+def waits_for_driver(inp: CheckInput, pod: Obj) -> bool:
     """The pod is held at the driver: its driver-validation init container has not passed, or nothing started —
     and nothing of its own (an image it cannot pull, a runtime error) would stop it once the driver is up."""
-    if start_problem(snapshot, pod) is not None:
+    if start_problem(inp, pod) is not None:
         return False
     stuck = stuck_init_container(pod)
     return (stuck is not None and stuck["name"] == "driver-validation") or not any_container_started(pod)
@@ -113,9 +108,10 @@ def waits_for_driver(snapshot: ClusterSnapshot, pod: Obj) -> bool:
                "useNvidiaDriverCRD without an NVIDIADriver CR; a node no NVIDIADriver selects, or whose CRs report "
                "an error (ConflictingNodeSelector, ReconcileFailed), in the CR's words")
 @per_gpu_node()
-def driver_configuration(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def driver_configuration(inp: CheckInput, node: str) -> Finding:
+    settings = inp.settings
     expect = settings.expect_driver
-    mode = driver_mode(snapshot, node)
+    mode = inp.driver_mode(node)
     ev = {"object": f"Node/{node}", "field": "driver configuration", "observed": mode.kind,
           "expected": expect, "source": mode.source}
     if mode.problem:
@@ -141,11 +137,12 @@ def driver_configuration(snapshot: ClusterSnapshot, settings: Settings, node: st
                "is a transient WARN; driver upgrade-failed (nvidia.com/gpu-driver-upgrade-state); upgrade "
                "steps in progress reported as a pause, an unknown upgrade state as a warning; WARN on restarts",
        na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_NO_DRIVER)
-def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def driver_pod_ready(inp: CheckInput) -> list[Finding]:
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
     out = []
     for node in snapshot.gpu_node_names:
-        mode = driver_mode(snapshot, node)
+        mode = inp.driver_mode(node)
         ev = {"object": f"Node/{node}", "field": "driver configuration", "observed": mode.kind,
               "expected": "operator"}
         if mode.kind != "operator":
@@ -168,7 +165,7 @@ def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Find
                                kubectl=logs_cmd(ns, pod, DRIVER_CONTAINER)))
         elif not pod_ready(pod):
             meaning = ""
-            p = pod_problem(snapshot, pod)
+            p = pod_problem(inp, pod)
             late = driver_starting(snapshot, pod)[1]
             if p.stage == "k8s-driver-manager":
                 meaning = ("the driver manager could not prepare the node (evict GPU pods, unload the old "
@@ -183,14 +180,14 @@ def driver_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Find
                            "(nvidia-smi) fails")
             if late and p.start is None:
                 meaning = f"{meaning} — {late}" if meaning else late
-            out.append(problem_finding(snapshot, ns, node, pod, "driver pod", meaning, HINT_DRIVER))
+            out.append(problem_finding(inp, ns, node, pod, "driver pod", meaning, HINT_DRIVER))
         else:
             img = next((c.get("image", "") for c in pod.get("spec", {}).get("containers", [])
                         if c.get("name") == "nvidia-driver-ctr"), "")
             version = image_tag(img).split("-")[0]  # 580.126.20-ubuntu22.04 -> 580.126.20
             detail = f" (driver {version})" if version else ""
             out.append(restart_warn_or_pass(ns, node, pod, "driver pod", detail))
-        out[-1] = _under_upgrade(snapshot, node, pod, out[-1])
+        out[-1] = _under_upgrade(inp, node, pod, out[-1])
     return out
 
 
@@ -201,13 +198,14 @@ def _not_ready_restarts(pod: Obj) -> int:
                 + (st.get("containerStatuses") or []) if not c.get("ready")), default=0)
 
 
-def _under_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, f: Finding) -> Finding:
+def _under_upgrade(inp: CheckInput, node: str, pod: Obj | None, f: Finding) -> Finding:
     """The driver pod's finding read with the node's driver upgrade state.
 
     upgrade-failed is a failure in the driver's own words; a step in progress is a pause while the driver is
     healthy, and while the pod-restart step replaces the driver pod (up to the restarts after which the upgrade
     controller itself gives up); anything else broken under a pause stays the node's root cause.
     """
+    snapshot = inp.snapshot
     state = upg.upgrade_state(node_labels(snapshot, node))
     if state is None or state in ("", upg.DONE) or f.status == Status.NA:
         return f
@@ -240,7 +238,7 @@ def _under_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, f: Fin
                        message=f"transient: {st.doing} ({label}); {f.message}")
     # The driver restarting in validation-required happens too (the source says so): the same limits apply.
     replacing = state in (upg.POD_RESTART, upg.VALIDATION) and (
-        pod is None or (pod_problem(snapshot, pod).start is None
+        pod is None or (pod_problem(inp, pod).start is None
                         and _not_ready_restarts(pod) <= upg.DRIVER_POD_FAILING_RESTARTS))
     if replacing:
         return replace(f, status=Status.WARN, evidence={**ev, "transient": True},
@@ -257,7 +255,8 @@ def _under_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, f: Fin
        detects="toolkit pod missing, waiting in driver-validation (driver broken) or its container "
                "crash-looping (runtime config); WARN on restarts",
        na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_NO_TOOLKIT)
-def toolkit_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def toolkit_pod_ready(inp: CheckInput) -> list[Finding]:
+    snapshot = inp.snapshot
     def explain(p: PodProblem) -> tuple[str, str]:
         if p.stage == "driver-validation":
             return f"{STAGES['driver-validation'][1]} (driver)", HINT_DRIVER + " " + HINT_ORDER
@@ -266,15 +265,15 @@ def toolkit_pod_ready(snapshot: ClusterSnapshot, settings: Settings) -> list[Fin
     disabled = None if snapshot.policy_enabled("toolkit", True) else (
         "ClusterPolicy spec.toolkit.enabled=false — the NVIDIA runtime must be configured on the host; the "
         "validator's toolkit-validation checks it (DRV-004)")
-    out = operand_pod_findings(snapshot, settings, ops.TOOLKIT, "toolkit pod", "container toolkit",
+    out = operand_pod_findings(inp, ops.TOOLKIT, "toolkit pod", "container toolkit",
                                disabled, "spec.toolkit.enabled", explain)
     # A toolkit waiting for a driver that is still within its startup window is the expected order, not a fault:
     # the driver's transient finding (DRV-002) speaks for the node.
     for i, f in enumerate(out):
         held = f.status == Status.FAIL or f.evidence.get("transient")
-        pod = operand_pod(snapshot, ops.TOOLKIT, f.node or "") if held else None
-        starting = node_driver_starting(snapshot, f.node or "") if pod is not None else ""
-        if pod is not None and starting and waits_for_driver(snapshot, pod):
+        pod = inp.operand_pod(ops.TOOLKIT, f.node or "") if held else None
+        starting = node_driver_starting(inp, f.node or "") if pod is not None else ""
+        if pod is not None and starting and waits_for_driver(inp, pod):
             out[i] = Finding(Status.NA, f"toolkit pod {name_of(pod)} on {f.node} waits in driver-validation for "
                              f"the driver, which is still starting ({starting}; DRV-002)", node=f.node,
                              evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
@@ -304,19 +303,20 @@ def stage_message(snapshot: ClusterSnapshot, pod: Obj, stuck: dict[str, Any]) ->
                "(named, with state, restarts and last log lines)",
        na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_NO_VALIDATOR)
 @per_gpu_node(ops.VALIDATOR)
-def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def validator_chain_completed(inp: CheckInput, node: str) -> Finding:
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
-    pod = operand_pod(snapshot, ops.VALIDATOR, node)
+    pod = inp.operand_pod(ops.VALIDATOR, node)
     if pod is None:
-        return explained_by_upgrade(snapshot, node, None,
+        return explained_by_upgrade(inp, node, None,
                                     missing_pod_finding(snapshot, ns, node, ops.VALIDATOR, "validator"))
-    starting = "" if pod_ready(pod) else node_driver_starting(snapshot, node)
-    if starting and waits_for_driver(snapshot, pod):
+    starting = "" if pod_ready(pod) else node_driver_starting(inp, node)
+    if starting and waits_for_driver(inp, pod):
         return Finding(Status.NA, f"validator {name_of(pod)} waits for the driver, which is still starting "
                        f"({starting}; DRV-002)", node=node,
                        evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
                                  "waits_for": "driver"})
-    if not pod_ready(pod) and not any_container_started(pod) and (why := awaits_toolkit(snapshot, pod)):
+    if not pod_ready(pod) and not any_container_started(pod) and (why := awaits_toolkit(inp, pod)):
         # Its sandbox needs the nvidia handler: no validation stage ran, the toolkit (DRV-003) or the driver
         # before it (DRV-002) is what keeps it waiting.
         return Finding(Status.NA, f"validator {name_of(pod)} cannot start before the toolkit on {node} is "
@@ -330,11 +330,11 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings, nod
                           "expected": "completed: " + ", ".join(c for c in chain
                                                                  if c != "plugin-validation"),
                           "init_containers": chain, "status": pod_status_text(pod)}
-    sp = start_problem(snapshot, pod)
+    sp = start_problem(inp, pod)
     cuda_pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
     if sp is not None:
         # The validator image cannot be pulled, or the runtime refuses the pod: no stage ran, none is to blame.
-        return problem_finding(snapshot, ns, node, pod, "validator pod", "", sp.hint)
+        return problem_finding(inp, ns, node, pod, "validator pod", "", sp.hint)
     elif stuck is not None and stuck["name"] == "cuda-validation" and cuda_pod is not None \
             and cuda_pod.get("status", {}).get("phase") != "Succeeded":
         # The validator only waits for the CUDA workload pod; DRV-005 has that pod's own failure and log.
@@ -351,13 +351,13 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings, nod
             ev["message"] = stuck["message"]
         if log:
             ev["log"] = log
-        return explained_by_upgrade(snapshot, node, pod, Finding(
+        return explained_by_upgrade(inp, node, pod, Finding(
             Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
             hint=f"{hint} {HINT_ORDER}".strip(),
             kubectl=logs_cmd(ns, pod, stuck["name"],
                          previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))
     elif stuck is None and not pod_ready(pod):
-        return problem_finding(snapshot, ns, node, pod, "validator pod",
+        return problem_finding(inp, ns, node, pod, "validator pod",
                                "all validations completed but the validator container is not running",
                                HINT_ORDER)
     elif missing:
@@ -385,10 +385,11 @@ def validator_chain_completed(snapshot: ClusterSnapshot, settings: Settings, nod
        detects="nvidia-cuda-validator-* pod Failed or stuck (vectorAdd cannot run), or never created while the "
                "validator waits in cuda-validation")
 @per_gpu_node(ops.VALIDATOR)
-def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def cuda_validator_succeeded(inp: CheckInput, node: str) -> Finding:
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
     pod = app_pod(snapshot, ops.CUDA_VALIDATOR_APP, node)
-    validator = operand_pod(snapshot, ops.VALIDATOR, node)
+    validator = inp.operand_pod(ops.VALIDATOR, node)
     stuck = stuck_init_container(validator) if validator is not None else None
     chain = validator_chain(validator) if validator is not None else []
     reached = (validator is not None and "cuda-validation" in chain
@@ -419,7 +420,7 @@ def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings, node
         return Finding(Status.PASS, f"{name_of(pod)} Succeeded (vectorAdd ran on the GPU)",
                        node=node, evidence=ev, kubectl=f"kubectl -n {ns} logs {name_of(pod)} -c "
                                                         "cuda-validation")
-    p = pod_problem(snapshot, pod)
+    p = pod_problem(inp, pod)
     broken = phase == "Failed" or p.stage is not None and p.evidence.get("state") != "running" \
         or p.evidence.get("restarts", 0) > 0 or p.evidence.get("reason") not in (None, "", "PodInitializing")
     if not broken:
@@ -444,17 +445,18 @@ def cuda_validator_succeeded(snapshot: ClusterSnapshot, settings: Settings, node
                "for runtimeClass operands, after the node's toolkit became Ready (earlier refusals are bring-up)",
        rank=-1)
 @per_gpu_node()
-def runtime_creates_operand_pods(snapshot: ClusterSnapshot, settings: Settings, node: str) -> Finding:
+def runtime_creates_operand_pods(inp: CheckInput, node: str) -> Finding:
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
     refused: list[tuple[Obj, StartProblem]] = []
     history: dict[str, str] = {}
     for pod in snapshot.pods_by_node.get(node, []):
         if pod.get("metadata", {}).get("deletionTimestamp"):
             continue
-        sp = start_problem(snapshot, pod)
+        sp = start_problem(inp, pod)
         if sp is not None and sp.kind in ("sandbox", "container"):
             refused.append((pod, sp))
-        elif why := dismissed_refusal(snapshot, pod):
+        elif why := dismissed_refusal(inp, pod):
             history[name_of(pod)] = why
     if not refused:
         msg = "no operand pod refused by the container runtime"

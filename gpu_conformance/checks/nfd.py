@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from gpu_conformance import upgrade_states as upg
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.checks.common import cluster_finding
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text
 from gpu_conformance.cluster.snapshot import (
     GPU_PRESENT_LABEL,
     NFD_GPU_LABELS,
-    ClusterSnapshot,
     has_nfd_gpu_label,
     labels_of,
     name_of,
 )
 from gpu_conformance.model import Finding, Layer, Status
-from gpu_conformance.settings import Settings
 
 L = Layer.NFD
 NFD_PREFIX = "feature.node.kubernetes.io/"
@@ -35,7 +34,8 @@ def _role(pod: dict) -> str:
             "node selector excludes every node.",
        kubectl="kubectl get nodes -L feature.node.kubernetes.io/pci-10de.present,nvidia.com/gpu.present",
        detects="zero GPU nodes (NFD never labelled anything)")
-def gpu_nodes_exist(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def gpu_nodes_exist(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     n = len(snap.gpu_nodes)
     if n == 0:
         sel = f" matching --gpu-node-selector {snap.gpu_node_selector!r}" if snap.gpu_node_selector else ""
@@ -52,7 +52,8 @@ def gpu_nodes_exist(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
             "nfd-gc removes its NodeFeature, and the operator then withdraws every operand from it.",
        kubectl="kubectl get pods -A -l app.kubernetes.io/name=node-feature-discovery -o wide",
        detects="NFD worker missing or broken on a node; NFD master down")
-def nfd_pods_running(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def nfd_pods_running(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     if not snap.nfd_pods:
         # NFD may be installed separately under other labels; the PCI labels are what matters (NFD-003).
         return [cluster_finding(Status.NA,
@@ -86,7 +87,8 @@ def nfd_pods_running(snap: ClusterSnapshot, settings: Settings) -> list[Finding]
        kubectl="kubectl get node {node} --show-labels",
        detects="a GPU node that lost its NFD PCI label (gpu.present=false): GPU gone from the PCI bus, or NFD "
                "not labelling it; a label set by hand without NFD")
-def nfd_labels_consistent(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def nfd_labels_consistent(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     findings = []
     for node in snap.gpu_nodes:
         n, labels = name_of(node), labels_of(node)
@@ -152,7 +154,8 @@ def _conditions(node: dict) -> dict[str, dict]:
        detects="GPU node NotReady/Unknown (kubelet or runtime down), under memory/disk/PID pressure or network "
                "unavailable; cordoned nodes and nodes excluded with gpu.deploy.operands=false reported",
        gate=True)
-def node_health(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def node_health(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     findings = []
     for node in snap.excluded_gpu_nodes:
         n, labels = name_of(node), labels_of(node)

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance import versions
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.checks.common import (
     cluster_finding,
     enabled_operands,
@@ -24,7 +25,7 @@ from gpu_conformance.cluster.podstate import (
     stuck_init_container,
 )
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, has_nfd_gpu_label, labels_of, name_of
-from gpu_conformance.facts import facts, nvidiadriver_error, operand_pod
+from gpu_conformance.facts import nvidiadriver_error
 from gpu_conformance.facts import operand_daemonsets as daemonsets_of  # OPR-006's function has the name
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.operands import (
@@ -41,7 +42,6 @@ from gpu_conformance.operands import (
     known_state,
 )
 from gpu_conformance.resource_model import ResourceModel
-from gpu_conformance.settings import Settings
 
 L = Layer.OPERATOR
 # The only version of ClusterPolicy any operator release serves (api/nvidia/v1 in every tag from v22.9).
@@ -74,7 +74,8 @@ def operator_sees_gpu_nodes(snap: ClusterSnapshot) -> bool:
        hint="The GPU Operator's CRDs come with its Helm chart; reinstall or upgrade the chart.",
        kubectl=f"kubectl get crd {CLUSTERPOLICY_CRD}",
        detects="operator not installed, or its CRD deleted")
-def clusterpolicy_crd(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def clusterpolicy_crd(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     if CLUSTERPOLICY_CRD in snap.crds:
         served = snap.crd_served.get(CLUSTERPOLICY_CRD)
         # Every release from v22.9 on writes ClusterPolicy as nvidia.com/v1 only; a CRD edited (or left by a
@@ -99,7 +100,8 @@ def clusterpolicy_crd(snap: ClusterSnapshot, settings: Settings) -> list[Finding
        kubectl="kubectl get clusterpolicies.nvidia.com",
        detects="no ClusterPolicy, or several competing ones",
        na_in=GPUCLUSTER_MODEL, na_why=NO_CP)
-def one_clusterpolicy(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def one_clusterpolicy(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     cps = snap.clusterpolicies
     if not cps:
         return [cluster_finding(Status.FAIL, "no ClusterPolicy exists: the operator deploys nothing",
@@ -164,7 +166,8 @@ def unavailable_nodes(snap: ClusterSnapshot, operand: Operand) -> tuple[list[str
                "sandbox/vGPU operand pods unavailable on a node; NoGPUNodes / NFDLabelsMissing where no NFD check "
                "explains them",
        na_in=GPUCLUSTER_MODEL, na_why=NO_CP)
-def clusterpolicy_ready(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def clusterpolicy_ready(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     cp = snap.active_clusterpolicy
     if cp is None:
         return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
@@ -332,7 +335,8 @@ def _operand_states_findings(snap: ClusterSnapshot, named: list[str], ev: dict,
        hint="Without the operator nothing is reconciled: read its pod's log (and --previous after a crash).",
        kubectl="kubectl -n {ns} get deploy,pods -l app=gpu-operator -o wide",
        detects="operator scaled to 0, crash-looping or missing")
-def operator_available(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def operator_available(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     dep = operator_deployment(snap)
     ns = snap.operator_namespace
     if dep is None:
@@ -371,9 +375,10 @@ def operator_available(snap: ClusterSnapshot, settings: Settings) -> list[Findin
        kubectl="kubectl -n {ns} get deploy,csv -o wide",
        detects="an operator whose version nothing in the cluster names (image pinned by digest without OLM "
                "or Helm labels), or a version older than the suite supports")
-def operator_version_known(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def operator_version_known(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     image = operator_image(snap)
-    ov = facts(snap).operator
+    ov = inp.facts.operator
     if not image and not ov.known:
         return [cluster_finding(Status.NA, "no operator image to read a version from (see OPR-004)")]
     ev = {"object": f"deployment/{name_of(operator_deployment(snap) or {})}", "field": "image", "observed": image,
@@ -401,7 +406,8 @@ def operator_version_known(snap: ClusterSnapshot, settings: Settings) -> list[Fi
        detects="an operand DaemonSet deleted or never created (with NVIDIADriver CRs: their error condition "
                "quoted); a disabled operand still deployed",
        na_in=GPUCLUSTER_MODEL, na_why=OWN_DS)
-def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def operand_daemonsets(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     if snap.active_clusterpolicy is None:
         return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
     enabled = enabled_operands(snap)
@@ -454,7 +460,8 @@ def operand_daemonsets(snap: ClusterSnapshot, settings: Settings) -> list[Findin
        detects="DCGM / DCGM exporter / MIG manager crash-looping or not Ready on a node (quoting kubelet's "
                "readiness/liveness probe failures); a rollout stuck on an old generation",
        gpu_path=False)
-def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
+def operand_rollout(inp: CheckInput) -> list[Finding]:
+    snap = inp.snapshot
     if snap.active_clusterpolicy is None:
         return [cluster_finding(Status.NA, "no ClusterPolicy (see OPR-002)")]
     findings: list[Finding] = []
@@ -473,10 +480,10 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
         for o in monitoring:
             if labels.get(o.deploy_label) != "true":
                 continue  # not scheduled here by design (deploy-labels layer reports why)
-            pod = operand_pod(snap, o, n)
+            pod = inp.operand_pod(o, n)
             if pod is None or pod_ready(pod):
                 continue  # a missing pod is the deploy-labels layer's finding (LBL-002)
-            sp = start_problem(snap, pod)
+            sp = start_problem(inp, pod)
             if sp is not None and sp.kind != "image":
                 waiting[o.daemonset] = f"{pod_status_text(pod)}, refused by the container runtime (see DRV-006)"
                 continue
@@ -487,7 +494,7 @@ def operand_rollout(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
             if sp is not None:
                 problems[o.daemonset] = f"{name_of(pod)} cannot pull its image ({sp.reason}): {sp.message}"
                 continue
-            if awaits_toolkit(snap, pod):
+            if awaits_toolkit(inp, pod):
                 # Refused its sandbox while the node's toolkit is not Ready: no nvidia handler yet, by design.
                 waiting[o.daemonset] = f"{pod_status_text(pod)}, no sandbox before the toolkit is Ready"
                 continue

@@ -17,6 +17,7 @@ from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance import upgrade_states as upg
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.cluster.podstate import (
     IMAGE_REASONS,
     RUNTIME_REASONS,
@@ -36,8 +37,7 @@ from gpu_conformance.cluster.timeline import (
     pod_last_start,
     stamp,
 )
-from gpu_conformance.facts import driver_mode as compute_driver_mode
-from gpu_conformance.facts import facts, operand_daemonsets, operand_pod
+from gpu_conformance.facts import operand_daemonsets
 from gpu_conformance.model import Finding, Status
 from gpu_conformance.settings import Settings
 
@@ -118,11 +118,12 @@ class PodProblem:
     probe_failures: list[str] = field(default_factory=list)
 
 
-def pod_problem(snapshot: ClusterSnapshot, pod: Obj) -> PodProblem:
+def pod_problem(inp: CheckInput, pod: Obj) -> PodProblem:
+    snapshot = inp.snapshot
     text = pod_status_text(pod)
     stuck = stuck_init_container(pod)
     ev: dict[str, Any] = {"pod": name_of(pod), "status": text, "phase": pod.get("status", {}).get("phase")}
-    start = start_problem(snapshot, pod)
+    start = start_problem(inp, pod)
     if start is not None:
         ev.update({"reason": start.reason, "message": start.message, "state": "waiting"})
         if start.container:
@@ -228,13 +229,13 @@ def logs_cmd(ns: str, pod: Obj, container: str | None, previous: bool = False) -
     return f"kubectl -n {ns} logs {name_of(pod)} -c {container}" + (" --previous" if previous else "")
 
 
-def problem_finding(snapshot: ClusterSnapshot, ns: str, node: str, pod: Obj, what: str,
+def problem_finding(inp: CheckInput, ns: str, node: str, pod: Obj, what: str,
                     meaning: str, hint: str, expected: str = "Ready") -> Finding:
     """A FAIL for a pod that is not Ready: what it is stuck in, its logs, and the command to read them.
 
     A pod the container runtime refuses is DRV-006's finding (the runtime, not this operand, is broken): n/a here.
     """
-    p = pod_problem(snapshot, pod)
+    p = pod_problem(inp, pod)
     if p.start is not None and p.start.kind != "image":
         return Finding(Status.NA, f"{what} {name_of(pod)} on {node} is refused by the container runtime "
                        f"({p.start.reason}): judged by DRV-006", node=node,
@@ -364,9 +365,10 @@ def driver_starting(snapshot: ClusterSnapshot, pod: Obj) -> tuple[bool, str]:
     return True, f"{what} for {age // 60} min of the {window // 60} min its startup probe allows"
 
 
-def node_driver_starting(snapshot: ClusterSnapshot, node: str) -> str:
+def node_driver_starting(inp: CheckInput, node: str) -> str:
     """What the operator driver on `node` is doing while it is still starting ('' when it is not)."""
-    mode = facts(snapshot).driver_modes.get(node) or compute_driver_mode(snapshot, node)
+    snapshot = inp.snapshot
+    mode = inp.driver_mode(node)
     if mode.kind != "operator" or mode.pod is None or pod_ready(mode.pod):
         return ""
     starting, what = driver_starting(snapshot, mode.pod)
@@ -378,32 +380,33 @@ def node_driver_starting(snapshot: ClusterSnapshot, node: str) -> str:
 UPGRADE_BRINGUP = (upg.POD_RESTART, upg.VALIDATION)
 
 
-def _coming_up(snapshot: ClusterSnapshot, pod: Obj | None) -> bool:
+def _coming_up(inp: CheckInput, pod: Obj | None) -> bool:
     """A pod that is starting, not broken: absent (being created), or not Ready on a first attempt that neither
     the registry nor the runtime refused."""
     if pod is None:
         return True
-    if pod_ready(pod) or start_problem(snapshot, pod) is not None:
+    if pod_ready(pod) or start_problem(inp, pod) is not None:
         return False
     st = pod.get("status", {})
     return all(not (c.get("restartCount") or 0) for c in (st.get("initContainerStatuses") or [])
                + (st.get("containerStatuses") or []) if not c.get("ready"))
 
 
-def bringup(snapshot: ClusterSnapshot, node: str) -> tuple[str, dict[str, Any]]:
+def bringup(inp: CheckInput, node: str) -> tuple[str, dict[str, Any]]:
     """(why the node's operands are legitimately still coming up, evidence) or ('', {}): a driver upgrade step
     that brings them back, or the node's driver still within its startup window (everything after it waits)."""
+    snapshot = inp.snapshot
     state = upg.upgrade_state(node_labels(snapshot, node))
     if state in UPGRADE_BRINGUP:
         return (f"the driver upgrade step {state} is bringing the node's operands back (the upgrade controller marks "
                 "the node upgrade-failed if it does not finish)", {upg.UPGRADE_STATE_LABEL: state})
-    starting = node_driver_starting(snapshot, node)
+    starting = node_driver_starting(inp, node)
     if starting:
         return f"{starting}; the operands after it wait for it", {"driver_starting": starting}
     return "", {}
 
 
-def explained_by_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, finding: Finding) -> Finding:
+def explained_by_upgrade(inp: CheckInput, node: str, pod: Obj | None, finding: Finding) -> Finding:
     """A failure of an operand the node is still bringing up (first attempt, nothing refused) is a pause: during a
     driver upgrade step that brings the operands back, or while the node's driver is still within its startup.
 
@@ -411,9 +414,9 @@ def explained_by_upgrade(snapshot: ClusterSnapshot, node: str, pod: Obj | None, 
     kills a driver that takes longer); a crash-looping, unpullable or refused pod is broken whatever the step, and
     stays a failure.
     """
-    if finding.status != Status.FAIL or not _coming_up(snapshot, pod):
+    if finding.status != Status.FAIL or not _coming_up(inp, pod):
         return finding
-    why, ev = bringup(snapshot, node)
+    why, ev = bringup(inp, node)
     if not why:
         return finding
     return replace(finding, status=Status.WARN, message=f"transient: {finding.message} — {why}",
@@ -445,11 +448,12 @@ def missing_pod_finding(snapshot: ClusterSnapshot, ns: str, node: str, operand: 
 
 
 
-def operand_pod_findings(snapshot: ClusterSnapshot, settings: Settings, operand: ops.Operand,
+def operand_pod_findings(inp: CheckInput, operand: ops.Operand,
                          what: str, missing_what: str, disabled: str | None, policy_field: str,
                          explain: Callable[[PodProblem], tuple[str, str]]) -> list[Finding]:
     """One finding per GPU node on an operand's pod: n/a when the policy disables it, the deploy label's say,
     missing, not ready (explained by the stage it is stuck in), or ready (a warning after restarts)."""
+    snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
     out = []
     for node in snapshot.gpu_node_names:
@@ -462,14 +466,14 @@ def operand_pod_findings(snapshot: ClusterSnapshot, settings: Settings, operand:
         if gate is not None:
             out.append(gate)
             continue
-        pod = operand_pod(snapshot, operand, node)
+        pod = inp.operand_pod(operand, node)
         if pod is None:
-            out.append(explained_by_upgrade(snapshot, node, None,
+            out.append(explained_by_upgrade(inp, node, None,
                                             missing_pod_finding(snapshot, ns, node, operand, missing_what)))
         elif not pod_ready(pod):
-            meaning, hint = explain(pod_problem(snapshot, pod))
-            out.append(explained_by_upgrade(snapshot, node, pod,
-                                            problem_finding(snapshot, ns, node, pod, what, meaning, hint)))
+            meaning, hint = explain(pod_problem(inp, pod))
+            out.append(explained_by_upgrade(inp, node, pod,
+                                            problem_finding(inp, ns, node, pod, what, meaning, hint)))
         else:
             out.append(restart_warn_or_pass(ns, node, pod, what))
     return out
@@ -558,7 +562,7 @@ def _handler_from_toolkit(snapshot: ClusterSnapshot, pod: Obj) -> bool:
 AWAITS_TOOLKIT = "the nvidia runtime handler cannot exist yet"
 
 
-def event_history(snapshot: ClusterSnapshot, pod: Obj, event: Obj) -> str:
+def event_history(inp: CheckInput, pod: Obj, event: Obj) -> str:
     """Why a runtime event about `pod` does not explain the present ('' when it does).
 
     It does only if it was seen after the pod last ran (a container start, Ready) and, for a pod whose handler
@@ -566,6 +570,7 @@ def event_history(snapshot: ClusterSnapshot, pod: Obj, event: Obj) -> str:
     pod is the expected bring-up state, and whatever keeps the driver or the toolkit from being ready is the
     cause. An event without any timestamp is judged by what can be known and the reason says so.
     """
+    snapshot = inp.snapshot
     seen = event_last_seen(event)
     started = pod_last_start(pod)
     if started is not None and (seen is None or seen <= started):
@@ -576,7 +581,7 @@ def event_history(snapshot: ClusterSnapshot, pod: Obj, event: Obj) -> str:
     if not _handler_from_toolkit(snapshot, pod):
         return ""
     node = (pod.get("spec") or {}).get("nodeName") or ""
-    toolkit = operand_pod(snapshot, ops.TOOLKIT, node)
+    toolkit = inp.operand_pod(ops.TOOLKIT, node)
     if toolkit is None or not pod_ready(toolkit):
         what = "no toolkit pod" if toolkit is None else f"toolkit pod {name_of(toolkit)} not Ready"
         return (f"{event.get('reason', 'event')} while {AWAITS_TOOLKIT} ({what} on "
@@ -588,28 +593,30 @@ def event_history(snapshot: ClusterSnapshot, pod: Obj, event: Obj) -> str:
     return ""
 
 
-def dismissed_refusal(snapshot: ClusterSnapshot, pod: Obj) -> str:
+def dismissed_refusal(inp: CheckInput, pod: Obj) -> str:
     """Why the pod's latest sandbox/CDI refusal is not held against the runtime ('' when there is none or it is)."""
+    snapshot = inp.snapshot
     for match in (_is_sandbox_event, _is_cdi_event):
         ev = _latest_event(snapshot, pod, match)
         if ev is not None:
-            why = event_history(snapshot, pod, ev)
+            why = event_history(inp, pod, ev)
             if why:
                 return why
     return ""
 
 
-def awaits_toolkit(snapshot: ClusterSnapshot, pod: Obj) -> str:
+def awaits_toolkit(inp: CheckInput, pod: Obj) -> str:
     """The pod was refused only because the node's toolkit is not Ready (so has not written the handler)."""
-    why = dismissed_refusal(snapshot, pod)
+    why = dismissed_refusal(inp, pod)
     return why if AWAITS_TOOLKIT in why else ""
 
 
-def start_problem(snapshot: ClusterSnapshot, pod: Obj) -> StartProblem | None:
+def start_problem(inp: CheckInput, pod: Obj) -> StartProblem | None:
     """Why the pod's containers cannot start, from kubelet's waiting reasons and the pod's events.
 
     Waiting reasons are the present; an event is only when event_history finds nothing newer that outdates it.
     """
+    snapshot = inp.snapshot
     st = pod.get("status") or {}
     waiting = _waiting((st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []))
     for container, reason, message in waiting:
@@ -617,11 +624,11 @@ def start_problem(snapshot: ClusterSnapshot, pod: Obj) -> StartProblem | None:
             return StartProblem("container", reason, container, message or reason)
     if not pod_ready(pod) and st.get("phase") in (None, "Pending"):
         ev = _latest_event(snapshot, pod, _is_sandbox_event)
-        if ev is not None and not event_history(snapshot, pod, ev):
+        if ev is not None and not event_history(inp, pod, ev):
             return StartProblem("sandbox", SANDBOX_EVENT, None, ev.get("message", ""),
                                 seen=stamp(event_last_seen(ev)))
     cdi = _latest_event(snapshot, pod, _is_cdi_event)
-    if cdi is not None and not pod_ready(pod) and not event_history(snapshot, pod, cdi):
+    if cdi is not None and not pod_ready(pod) and not event_history(inp, pod, cdi):
         return StartProblem("container", cdi.get("reason", "Failed"), None, cdi.get("message", ""),
                             seen=stamp(event_last_seen(cdi)))
     for container, reason, message in waiting:

@@ -1,4 +1,4 @@
-"""Layer 6, probe: judged from what the probe captured (`snapshot.probe`), like every layer judges the snapshot.
+"""Layer 6, probe: judged from what the probe captured (the check input's `probe`), like every layer judges the read.
 
 Only the judging lives here, as pure functions of the observations. The probe itself is the package
 `gpu_conformance.probe`: its plan (which nodes, which path), the run (create, wait, capture, delete), the
@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from gpu_conformance.checks.device_plugin import effective_cdi
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.gpu_usage import FINISHED
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, advertised_gpu_resources
@@ -33,32 +33,32 @@ from gpu_conformance.probe.devices import node_devices
 from gpu_conformance.probe.observations import NotProbed, PodObservation, ProbeObservations
 from gpu_conformance.probe.plan import gpu_resource_for
 from gpu_conformance.probe.states import pull_failure, start_failure, taken_away
-from gpu_conformance.settings import Settings
 
 L = Layer.PROBE
-ObservedCheck = Callable[[ClusterSnapshot, Settings, ProbeObservations], list[Finding]]
+ObservedCheck = Callable[[CheckInput, ProbeObservations], list[Finding]]
 
 
-def cdi_expected(snap: ClusterSnapshot, settings: Settings) -> bool:
+def cdi_expected(inp: CheckInput) -> bool:
     """--expect-cdi, else the ClusterPolicy's CDI setting as DPL-007 reads it (one fact, one answer)."""
+    settings = inp.settings
     if settings.expect_cdi in ("yes", "no"):
         return settings.expect_cdi == "yes"
-    return effective_cdi(snap)[0]
+    return inp.facts.cdi.on
 
 
 # ---- the checks -------------------------------------------------------------------------------
 def _from_observations(check_id: str) -> Callable[[ObservedCheck], CheckFunc]:
-    """Adapt a judge of (snapshot, settings, observations) to a check: nothing before the probe ran, n/a if skipped."""
+    """Adapt a judge of (input, observations) to a check: nothing before the probe ran, n/a if skipped."""
 
     def wrap(judge: ObservedCheck) -> CheckFunc:
         @functools.wraps(judge)
-        def run(snap: ClusterSnapshot, settings: Settings) -> list[Finding]:
-            obs: ProbeObservations | None = snap.probe
+        def run(inp: CheckInput) -> list[Finding]:
+            obs = inp.probe
             if obs is None:
                 return []
             if obs.skipped:
                 return [Finding(Status.NA, obs.skipped)]
-            return judge(snap, settings, obs)
+            return judge(inp, obs)
 
         return run
 
@@ -86,7 +86,8 @@ def _judged(obs: ProbeObservations) -> list[PodObservation]:
        detects="all GPUs allocated; untolerated taint; GPU resource not advertised; a GPU claim kube-scheduler "
                "cannot allocate (no published device, no DeviceClass, every device claimed: busy)")
 @_from_observations("PRB-001")
-def probe_scheduled(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
+def probe_scheduled(inp: CheckInput, obs: ProbeObservations) -> list[Finding]:
+    snap = inp.snapshot
     f: list[Finding] = []
     for node, skip in sorted(obs.plan.not_probed.items()):
         status = Status.NA if skip.kind == NotProbed.NOT_SAMPLED else Status.WARN
@@ -213,7 +214,8 @@ def _claim_unschedulable_message(snap: ClusterSnapshot, obs: ProbeObservations, 
        detects="probe image cannot be pulled (ImagePullBackOff); container not creatable (CreateContainerError, "
                "e.g. unresolvable CDI device)")
 @_from_observations("PRB-002")
-def probe_started(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
+def probe_started(inp: CheckInput, obs: ProbeObservations) -> list[Finding]:
+    settings = inp.settings
     f: list[Finding] = []
     for p in _judged(obs):
         pod = p.pod or {}
@@ -296,7 +298,8 @@ def _judge_outputs(obs: ProbeObservations, judge: OutputJudge, warn_without_logs
        kubectl="kubectl logs <probe-pod>",
        detects="nvidia-smi fails or lists fewer GPUs than requested")
 @_from_observations("PRB-003")
-def probe_sees_gpus(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
+def probe_sees_gpus(inp: CheckInput, obs: ProbeObservations) -> list[Finding]:
+    settings = inp.settings
     want = settings.probe_gpus
 
     def judge(p: PodObservation) -> tuple[Status, str, dict[str, Any]]:
@@ -320,8 +323,8 @@ def probe_sees_gpus(snap: ClusterSnapshot, settings: Settings, obs: ProbeObserva
        kubectl="kubectl logs <probe-pod>",
        detects="CDI expected but the GPU was injected another way, or not at all")
 @_from_observations("PRB-004")
-def probe_injection(snap: ClusterSnapshot, settings: Settings, obs: ProbeObservations) -> list[Finding]:
-    mode_cdi = cdi_expected(snap, settings)
+def probe_injection(inp: CheckInput, obs: ProbeObservations) -> list[Finding]:
+    mode_cdi = cdi_expected(inp)
 
     def judge(p: PodObservation) -> tuple[Status, str, dict[str, Any]]:
         # A device the DRA driver prepared reaches the container only as a CDI device (its kubelet plugin writes

@@ -5,10 +5,9 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from gpu_conformance.cluster.snapshot import ClusterSnapshot
+from gpu_conformance.check_input import CheckInput
 from gpu_conformance.model import Check, CheckFunc, Finding, Layer, Status
-from gpu_conformance.resource_model import ResourceModel, both_models, resource_model
-from gpu_conformance.settings import Settings
+from gpu_conformance.resource_model import ResourceModel
 
 REGISTRY: dict[str, Check] = {}
 # The check that judges a ClusterPolicy beside a GPUCluster: with both, v26.7.0 reconciles neither (each controller
@@ -37,13 +36,13 @@ def check(id: str, layer: Layer, title: str, *, hint: str, kubectl: str, detects
 
 def _model_scoped(id: str, func: CheckFunc, na_in: tuple[ResourceModel, ...], na_why: str) -> CheckFunc:
     @functools.wraps(func)
-    def run(snapshot: ClusterSnapshot, settings: Settings) -> list[Finding]:
-        model = resource_model(snapshot)
+    def run(inp: CheckInput) -> list[Finding]:
+        model = inp.facts.resource_model
         if model in na_in:
             return [Finding(Status.NA, f"n/a in the {model} model: {na_why}",
                             evidence={"resource_model": str(model)})]
-        findings = func(snapshot, settings)
-        if id == MODEL_CONFLICT_CHECK or not both_models(snapshot):
+        findings = func(inp)
+        if id == MODEL_CONFLICT_CHECK or not inp.facts.both_models:
             return findings
         return [replace(f, explained_by=(*f.explained_by, MODEL_CONFLICT_CHECK)) if f.status == Status.FAIL else f
                 for f in findings]

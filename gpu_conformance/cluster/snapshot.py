@@ -9,15 +9,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from gpu_conformance.cluster.selectors import match_labels, matches, parse_selector
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 Obj = dict[str, Any]
-T = TypeVar("T")
 
 # NFD labels the GPU Operator accepts as "this node has an NVIDIA GPU" (operator's own NFD config
 # gives pci-10de, a stock NFD gives class+vendor: 0302 = 3D controller, 0300 = VGA).
@@ -143,17 +139,6 @@ class ClusterSnapshot:
     # shifts those by the skew.
     read_at: str = ""
     gpu_node_selector: str | None = None
-    # What the probe saw, a gpu_conformance.probe.observations.ProbeObservations (the layer's only input besides the
-    # above); None until the probe ran. Not imported here: the probe package reads snapshots, so it stands above
-    # this module; checks/probe_checks.py reads the field with its type.
-    probe: Any = None
-
-    def derived(self, key: str, build: Callable[[ClusterSnapshot], T]) -> T:
-        """`build(self)`, computed on the first call for `key` and kept: what is derived from the read (facts,
-        indexes) is asked for by many checks on every node, and the read never changes once made."""
-        if key not in self.__dict__:
-            self.__dict__[key] = build(self)
-        return self.__dict__[key]
 
     # ---- ClusterPolicy -------------------------------------------------------------------
     @cached_property

@@ -1,7 +1,8 @@
 """What the probe captured, as plain data: the plan (which nodes, why others not), pods, events and logs.
 
-`plan.py` and `run.py` fill these in (plan / create / wait / capture / delete); `checks/probe_checks.py` judges
-them like any other layer judges the snapshot. Nothing here talks to the cluster.
+`plan.py` and `run.py` fill these in (plan / create / wait / capture / delete); the session adds them to the check
+input (check_input.py) and `checks/probe_checks.py` judges them there, like any other layer judges the read.
+Nothing here talks to the cluster.
 """
 
 from __future__ import annotations

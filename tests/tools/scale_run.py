@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from factory import healthy_snapshot, pod_for, refresh, stuck_init  # noqa: E402
 
 from gpu_conformance import catalogue  # noqa: E402
+from gpu_conformance.check_input import check_input
 from gpu_conformance.report.html import write_html  # noqa: E402
 from gpu_conformance.report.json_report import write_json  # noqa: E402
 from gpu_conformance.run_result import RunResult  # noqa: E402
@@ -30,7 +31,8 @@ def main(nodes: int, report_dir: Path) -> dict:
     refresh(snap)
     t1 = time.monotonic()
     settings = Settings(operator_namespace="gpu-operator", run_id="scale")
-    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(snap, settings)]
+    inp = check_input(snap, settings)
+    findings = [f for c in catalogue.all_checks() if c.func for f in c.run(inp)]
     verdict = decide(catalogue.all_checks(), findings, snap.gpu_node_names)
     result = RunResult("scale", "2026-12-02T00:00:00+00:00", 1.0, {"server": "https://x", "requests": 14},
                        {"namespace": "gpu-operator", "version": "v26.3.3", "policy": {}}, {},
