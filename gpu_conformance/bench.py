@@ -40,7 +40,7 @@ MIB = 1024 * 1024
 TARGETS = {"read": 1.3, "run": 2.0, "probe": 1.5, "memory_mib": 300, "report_mb": 3.0, "install_cpu_share": 0.15}
 # The whole run is a separate process: this prints its own peak resident set at exit. VmHWM starts afresh
 # at exec (ru_maxrss would carry the forking parent's peak).
-_PEAK_WRAPPER = """
+PEAK_WRAPPER = """
 import atexit, os, runpy, sys
 def _peak():
     for line in open("/proc/self/status"):
@@ -123,7 +123,7 @@ class Bench:
         """(seconds, peak MiB, report file -> bytes, exit code) of `pytest --cluster --no-probe`."""
         peak_file = report_dir.parent / "peak-kib"
         env = {**os.environ, "GPU_CONFORMANCE_BENCH_PEAK": str(peak_file)}
-        cmd = [sys.executable, "-c", _PEAK_WRAPPER, str(suite_dir()), "--cluster", f"--kubeconfig={self.kubeconfig}",
+        cmd = [sys.executable, "-c", PEAK_WRAPPER, str(suite_dir()), "--cluster", f"--kubeconfig={self.kubeconfig}",
                "--no-probe", f"--report-dir={report_dir}", "-q", "-p", "no:cacheprovider", "-o", "addopts="]
         if self.context:
             cmd.append(f"--context={self.context}")

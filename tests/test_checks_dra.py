@@ -11,6 +11,7 @@ from check_runner import N1, cluster, on, only_node, run
 
 from gpu_conformance import catalogue
 from gpu_conformance.check_input import check_input
+from gpu_conformance.cluster.snapshot import ClusterSnapshot
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.resource_model import ResourceModel, resource_model
 from gpu_conformance.resource_slices import quantity_bytes
@@ -187,12 +188,17 @@ def test_dpl010_waits_for_the_driver() -> None:
     assert "driver" in f.message
 
 
-def test_dpl010_paused_for_a_driver_reload_is_a_pause() -> None:
+def _plugin_gone_with_deploy_label(value: str) -> ClusterSnapshot:
+    """gpu-node-1 without its DRA kubelet plugin pod or slices, its deploy label set to `value`."""
     snap = F.healthy_gpucluster_snapshot()
     F.remove_pods(snap, F.DRA_PLUGIN, N1)
-    F.set_label(snap, N1, "nvidia.com/gpu.deploy.dra-driver", "paused-for-driver-upgrade")
+    F.set_label(snap, N1, "nvidia.com/gpu.deploy.dra-driver", value)
     snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
-    F.refresh(snap)
+    return F.refresh(snap)
+
+
+def test_dpl010_paused_for_a_driver_reload_is_a_pause() -> None:
+    snap = _plugin_gone_with_deploy_label("paused-for-driver-upgrade")
     assert only_node("DPL-010", snap, status=Status.WARN).evidence["transient"]
     assert "explained by the pause" in only_node("DPL-012", snap, status=Status.WARN).message
     _, v = judge(snap)
@@ -201,11 +207,7 @@ def test_dpl010_paused_for_a_driver_reload_is_a_pause() -> None:
 
 
 def test_dpl010_opted_out_node_is_na() -> None:
-    snap = F.healthy_gpucluster_snapshot()
-    F.remove_pods(snap, F.DRA_PLUGIN, N1)
-    F.set_label(snap, N1, "nvidia.com/gpu.deploy.dra-driver", "false")
-    snap.resource_slices = [s for s in snap.resource_slices if s["spec"]["nodeName"] != N1]
-    F.refresh(snap)
+    snap = _plugin_gone_with_deploy_label("false")
     for cid in ("DPL-010", "DPL-012", "DPL-013"):
         assert on(cid, snap).status == Status.NA, cid
 

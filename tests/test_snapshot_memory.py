@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from factory import as_served, healthy_snapshot, pod_for, refresh, stuck_init
+from factory import healthy_snapshot, pod_for, refresh, stuck_init
+from tools.factory_apiserver import list_bodies
 
 import gpu_conformance.cluster.reader as reader
 from gpu_conformance import catalogue
@@ -41,30 +42,8 @@ class _Body:
         pass
 
 
-def _bodies(snap: ClusterSnapshot) -> dict[tuple[str, str], bytes]:
-    """(path, query string) -> LIST body, for every LIST ClusterReader.read makes."""
-    def body(kind: str, items: list[dict[str, Any]]) -> bytes:
-        return json.dumps({"kind": f"{kind}List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
-                           "items": [as_served(i) for i in items]}).encode()
-
-    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    out = {("/api/v1/nodes", ""): body("Node", snap.nodes),
-           ("/apis/nvidia.com/v1/clusterpolicies", ""): body("ClusterPolicy", snap.clusterpolicies),
-           ("/apis/nvidia.com/v1alpha1/nvidiadrivers", ""): body("NVIDIADriver", snap.nvidiadrivers),
-           ("/apis/node.k8s.io/v1/runtimeclasses", ""): body("RuntimeClass", snap.runtimeclasses),
-           ("/api/v1/pods", "app=gpu-operator"): body("Pod", snap.operator_pods),
-           ("/api/v1/pods", "app.kubernetes.io/name=node-feature-discovery"): body("Pod", snap.nfd_pods),
-           (f"/api/v1/namespaces/{NS}/pods", ""): body("Pod", snap.pods),
-           (f"/apis/apps/v1/namespaces/{NS}/daemonsets", ""): body("DaemonSet", snap.daemonsets),
-           (f"/apis/apps/v1/namespaces/{NS}/deployments", ""): body("Deployment", snap.deployments),
-           (f"/api/v1/namespaces/{NS}/events", ""): body("Event", snap.events)}
-    for crd in snap.crds:
-        out[(crds, f"metadata.name={crd}")] = json.dumps({"items": [{"metadata": {"name": crd}}]}).encode()
-    return out
-
-
 def _serve(monkeypatch: pytest.MonkeyPatch, snap: ClusterSnapshot) -> None:
-    bodies = _bodies(snap)
+    bodies = list_bodies(snap)
 
     def stream(api: Any, path: str, query: list[tuple[str, str]] | None = None, **_: Any) -> _Body:
         selector = next((v for k, v in query or [] if k in ("labelSelector", "fieldSelector")), "")

@@ -31,23 +31,11 @@ sys.path.insert(0, str(TOOLS.parent))
 from factory import as_served, healthy_snapshot, pod_for, refresh, stuck_init  # noqa: E402
 from fake_api import Answer, FakeApi  # noqa: E402
 
+from gpu_conformance.bench import PEAK_WRAPPER  # noqa: E402
 from gpu_conformance.cluster.snapshot import ClusterSnapshot  # noqa: E402
 
 NS = "gpu-operator"
 SUITE = TOOLS.parent.parent / "tests_conformance"
-# The whole run in a fresh process, its own peak resident set written at exit (as the bench measures it:
-# VmHWM starts afresh at exec, ru_maxrss would carry the forking parent's peak).
-PEAK_WRAPPER = """
-import atexit, os, runpy, sys
-def _peak():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            with open(os.environ["GPU_CONFORMANCE_BENCH_PEAK"], "w") as f:
-                f.write(line.split()[1])
-atexit.register(_peak)
-sys.argv = ["pytest", *sys.argv[1:]]
-runpy.run_module("pytest", run_name="__main__")
-"""
 
 
 def scale_snapshot(gpu_nodes: int) -> ClusterSnapshot:
