@@ -110,6 +110,13 @@ class KindCluster:
     _lock: TextIO | None = None
 
     @property
+    def nvidia_cdi_specs(self) -> bool:
+        """Whether the GPU nodes' CDI specs are NVIDIA's (nvidia_cdi.py): on the CDI path with the device plugin.
+        The DRA model keeps the fake driver's layout, which the fake DRA plugin reads and writes its own spec from,
+        as NVIDIA's DRA driver does."""
+        return self.gpu_path == "cdi" and not self.dra
+
+    @property
     def kubeconfig(self) -> Path:
         return self.work / "kubeconfig"
 
@@ -130,6 +137,7 @@ class KindCluster:
         dirs = kindbin.ensure_binaries()
         if self.gpu_path == "cdi":
             self.nvidia_runtime = ensure_tool(NVIDIA_CONTAINER_RUNTIME)
+        if self.nvidia_cdi_specs:
             self.nvidia_ctk, self.nvidia_cdi_hook = ensure_tool(NVIDIA_CTK), ensure_tool(NVIDIA_CDI_HOOK)
             self.fake_nvml = fakenvml.ensure_library()
         if self.dra:
@@ -209,6 +217,7 @@ class KindCluster:
             self.work.mkdir(parents=True, exist_ok=True)
             config.write_text(kindop.runtime_config())
             mounts[str(config)] = RUNTIME_CONFIG
+        if self.nvidia_cdi_specs:
             if self.nvidia_ctk is None or self.nvidia_cdi_hook is None or self.fake_nvml is None:
                 raise KindError("the CDI path needs NVIDIA's nvidia-ctk and nvidia-cdi-hook and the fake NVML, "
                                 "which were not built")
@@ -268,13 +277,13 @@ class KindCluster:
     def _install_host_driver(self) -> None:
         """What a GPU node has before the operator comes: the (fake) driver and its CDI specs, and NFD's PCI label
         (NFD itself is not deployed). On the CDI path the specs are NVIDIA's, `nvidia-ctk cdi generate` on the
-        fake NVML (nvidia_cdi.py); on the legacy path the fake plugin's --setup-only writes the spec the fake
-        legacy runtime reads."""
+        fake NVML (nvidia_cdi.py); on the legacy path (and in the DRA model) the fake plugin's --setup-only writes
+        the fake driver and the spec the fake legacy runtime reads."""
         assert self.docker is not None
         product = fakegpu.default_product()
         gpu = self.gpu_nodes()
         for node in gpu:
-            if self.gpu_path == "cdi":
+            if self.nvidia_cdi_specs:
                 script = nvidia_cdi.node_setup_script(fakegpu.gpu_table(node, self.gpus, product), kindop.DRIVER_ROOT)
                 proc = self.docker.docker("exec", node, "sh", "-ec", script, check=False)
                 if proc.returncode != 0:
