@@ -1,10 +1,13 @@
 """Tools built from Go modules, cached outside the repository and keyed by version: actionlint (the workflow
 lint test), NVIDIA's nvidia-container-runtime (the reference the fake runtime is tested against,
-tests/test_real_nvidia_runtime.py) and nvidia-ctk (its CDI generator, run on the fake NVML: tests/test_fake_nvml.py).
+tests/test_real_nvidia_runtime.py), nvidia-ctk (its CDI generator, run on the fake NVML: tests/test_fake_nvml.py,
+and on the kind tier's GPU nodes) and nvidia-cdi-hook (the hooks of the spec nvidia-ctk generates, installed on
+the kind tier's nodes).
 
     python -m gpu_conformance.gotools actionlint                  # build if needed, print the binary's path
     python -m gpu_conformance.gotools nvidia-container-runtime
     python -m gpu_conformance.gotools nvidia-ctk
+    python -m gpu_conformance.gotools nvidia-cdi-hook
 
 `go install MODULE/cmd/NAME@VERSION` needs no go.mod of ours and fetches only through the Go module proxy;
 the binary lands in ~/.cache/gpu-operator-conformance/tools/NAME-VERSION/, so a version bump builds into a
@@ -68,7 +71,14 @@ NVIDIA_CTK = GoTool(
     "nvidia-ctk", f"{_NCT}/cmd/nvidia-ctk", f"v{_NCT_VERSION}", ("--version",),
     f"NVIDIA Container Toolkit CLI version {_NCT_VERSION}",
     ldflags=f"-s -w -X {_NCT}/internal/info.version={_NCT_VERSION}", cgo=True)
-TOOLS = {t.name: t for t in (ACTIONLINT, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK)}
+# The hook binary the CDI spec nvidia-ctk generates names (createContainer hooks: create-symlinks, update-ldcache,
+# ...); the kind tier installs it on the nodes at /usr/bin/nvidia-cdi-hook, nvidia-ctk's default hook path.
+# cgo as for the runtime: its packages reach go-nvml, which has no cgo-free build.
+NVIDIA_CDI_HOOK = GoTool(
+    "nvidia-cdi-hook", f"{_NCT}/cmd/nvidia-cdi-hook", f"v{_NCT_VERSION}", ("--version",),
+    f"NVIDIA CDI Hook version {_NCT_VERSION}",
+    ldflags=f"-s -w -X {_NCT}/internal/info.version={_NCT_VERSION}", cgo=True)
+TOOLS = {t.name: t for t in (ACTIONLINT, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK, NVIDIA_CDI_HOOK)}
 
 
 def tools_dir() -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpu_conformance import gotools
-from gpu_conformance.gotools import ACTIONLINT, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK
+from gpu_conformance.gotools import ACTIONLINT, NVIDIA_CDI_HOOK, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK
 
 
 def _script(path: Path, body: str) -> Path:
@@ -35,6 +35,20 @@ def test_nvidia_ctk_is_the_runtimes_module_and_version_built_the_same_way(tmp_pa
     stamped = _script(tmp_path / "nvidia-ctk", 'echo "NVIDIA Container Toolkit CLI version 1.20.2"')
     assert gotools._answers_version(stamped, NVIDIA_CTK)
     assert gotools.TOOLS["nvidia-ctk"] is NVIDIA_CTK
+
+
+def test_nvidia_cdi_hook_is_the_same_module_version_and_stamp(tmp_path: Path) -> None:
+    """The hook the generated spec names comes from the generator's own module and release, built alike (cgo:
+    its packages reach go-nvml)."""
+    cmd = gotools._install_command("go", NVIDIA_CDI_HOOK)
+    assert cmd[-1] == "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook@v1.20.2"
+    assert cmd[2] == gotools._install_command("go", NVIDIA_CTK)[2]
+    assert gotools._go_env(tmp_path, NVIDIA_CDI_HOOK)["CGO_ENABLED"] == "1"
+    stamped = _script(tmp_path / "nvidia-cdi-hook", 'echo "NVIDIA CDI Hook version 1.20.2"')
+    unstamped = _script(tmp_path / "u" / "nvidia-cdi-hook", 'echo "NVIDIA CDI Hook version unknown"')
+    assert gotools._answers_version(stamped, NVIDIA_CDI_HOOK)
+    assert not gotools._answers_version(unstamped, NVIDIA_CDI_HOOK)
+    assert gotools.TOOLS["nvidia-cdi-hook"] is NVIDIA_CDI_HOOK
 
 
 def test_the_version_text_not_the_exit_code_identifies_a_binary(tmp_path: Path) -> None:

@@ -30,8 +30,8 @@ from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE, Settings
 from gpu_conformance.sim import fakegpu
 from gpu_conformance.sim.kind import docker as kdocker
+from gpu_conformance.sim.kind import nvidia_cdi, suiteimage
 from gpu_conformance.sim.kind import operator as kindop
-from gpu_conformance.sim.kind import suiteimage
 from gpu_conformance.sim.kind.cluster import (
     CLUSTER_NAME,
     GPU_LABEL,
@@ -64,7 +64,9 @@ def test_gpu_path_mounts_nvidias_runtime_for_cdi_and_the_fake_for_legacy(tmp_pat
     toolkit configures it with cdi.default=true; the legacy path the fake legacy-mode runtime, no config."""
     bins = tmp_path / "bins"
     real = tmp_path / "nvidia-container-runtime"
-    cdi = KindCluster(work=tmp_path / "cdi", gpu_path="cdi", nvidia_runtime=real)
+    ctk, hook, nvml = tmp_path / "nvidia-ctk", tmp_path / "nvidia-cdi-hook", tmp_path / "libnvidia-ml.so.1"
+    cdi = KindCluster(work=tmp_path / "cdi", gpu_path="cdi", nvidia_runtime=real, nvidia_ctk=ctk, nvidia_cdi_hook=hook,
+                      fake_nvml=nvml)
     legacy = KindCluster(work=tmp_path / "legacy", gpu_path="legacy")
     mounts = {}
     for c in (cdi, legacy):
@@ -72,6 +74,10 @@ def test_gpu_path_mounts_nvidias_runtime_for_cdi_and_the_fake_for_legacy(tmp_pat
         config = yaml.safe_load(c._write_config(bins).read_text())
         mounts[c.gpu_path] = {m["containerPath"]: m["hostPath"] for m in config["nodes"][1]["extraMounts"]}
     assert mounts["cdi"][RUNTIME_BINARY] == str(real)
+    # NVIDIA's CDI generator, the hook its spec names (at nvidia-ctk's default path) and the fake NVML it reads.
+    assert {k: mounts["cdi"][k] for k in (nvidia_cdi.NVIDIA_CTK, nvidia_cdi.HOOK_PATH, nvidia_cdi.NVML_LIBRARY)} == \
+        {nvidia_cdi.NVIDIA_CTK: str(ctk), nvidia_cdi.HOOK_PATH: str(hook), nvidia_cdi.NVML_LIBRARY: str(nvml)}
+    assert nvidia_cdi.HOOK_PATH not in mounts["legacy"]
     assert mounts["legacy"][RUNTIME_BINARY] == str(bins / "fake-nvidia-container-runtime")
     assert RUNTIME_CONFIG not in mounts["legacy"]
     # The device plugin's annotation reaches the runtime only where containerd's runtime entry lists it.
@@ -256,8 +262,8 @@ def test_probe_gets_a_fake_gpu_on_a_real_container(kind_cluster: KindCluster) ->
         dict.fromkeys(("PRB-001", "PRB-002", "PRB-003", "PRB-004"), Status.PASS), \
         {k: f.message for k, f in by_id.items()}
     # Operator v25.3.4 with cdi.enabled and cdi.default: the device plugin annotates the container with its CDI
-    # names (nvidia.cdi.k8s.io/) and NVIDIA's runtime in CDI mode injects them from the plugin's spec, which
-    # leaves NVIDIA_VISIBLE_DEVICES=void; no runtimeClassName on the probe.
+    # names (nvidia.cdi.k8s.io/) and NVIDIA's runtime in CDI mode injects them from the plugin kind's spec
+    # (written by nvidia-ctk at node setup), which leaves NVIDIA_VISIBLE_DEVICES=void; no runtimeClassName.
     assert "injected by CDI (NVIDIA_VISIBLE_DEVICES=void" in by_id["PRB-004"].message, by_id["PRB-004"].message
     assert by_id["PRB-004"].evidence["cdi_expected"] is True
     # By the annotation and the plugin's own spec, not by the variable (which names nvidia.com/gpu devices).
@@ -268,6 +274,61 @@ def test_probe_gets_a_fake_gpu_on_a_real_container(kind_cluster: KindCluster) ->
     # message shortens it to its tail).
     text = " ".join(f.message for f in probe_findings)
     assert any(gpu_uuid(node, i)[-12:] in text for i in range(kind_cluster.gpus)), text
+
+
+def _node_spec(cluster: KindCluster, node: str, name: str) -> dict[str, Any]:
+    assert cluster.docker is not None
+    return json.loads(cluster.docker.docker("exec", node, "cat", f"{nvidia_cdi.CDI_DIR}/{name}").stdout)
+
+
+def _spec_edits(spec: dict[str, Any], device: str) -> dict[str, Any]:
+    return next(d["containerEdits"] for d in spec["devices"] if d["name"] == device)
+
+
+@pytest.mark.kind
+def test_gpu_nodes_cdi_specs_are_nvidia_ctks_and_the_probe_sees_the_devices_they_list(
+        kind_cluster: KindCluster) -> None:
+    """Both CDI specs on a GPU node were written by NVIDIA's `nvidia-ctk cdi generate` v1.20.2 on the fake NVML
+    (nvidia_cdi.py), not by our plugin: nvidia.com/gpu named by index, UUID and `all` (nvidia-ctk's defaults),
+    the plugin's kind by UUID, each with NVIDIA's hooks and the driver's files; the plugin kept the spec it
+    found. A probe asking for both GPUs sees exactly the device nodes the spec lists for the names it got."""
+    assert kind_cluster.docker is not None
+    node = sorted(kind_cluster.gpu_nodes())[0]
+    uuids = fakegpu.uuids(node, kind_cluster.gpus)
+    node_spec = _node_spec(kind_cluster, node, nvidia_cdi.NODE_SPEC)
+    plugin_spec = _node_spec(kind_cluster, node, nvidia_cdi.PLUGIN_SPEC)
+    assert (node_spec["kind"], plugin_spec["kind"]) == (nvidia_cdi.NODE_KIND, nvidia_cdi.PLUGIN_KIND)
+    # nvidia-ctk writes the lowest CDI version its spec needs: names starting with a digit (index) need 0.5.0.
+    assert (node_spec["cdiVersion"], plugin_spec["cdiVersion"]) == ("0.5.0", "0.3.0")
+    assert [d["name"] for d in node_spec["devices"]] == \
+        [*map(str, range(kind_cluster.gpus)), *uuids, "all"], node_spec["devices"]
+    assert [d["name"] for d in plugin_spec["devices"]] == [*uuids, "all"], plugin_spec["devices"]
+    # What only NVIDIA's generator writes: its hooks at the path the tier installs nvidia-cdi-hook, the driver's
+    # versioned library mounted and linked, the device nodes by their path on the node.
+    for spec in (node_spec, plugin_spec):
+        edits = spec["containerEdits"]
+        hooks = [h["args"][1] for h in edits["hooks"]]
+        assert {h["path"] for h in edits["hooks"]} == {nvidia_cdi.HOOK_PATH}
+        assert {"create-symlinks", "update-ldcache"} <= set(hooks), hooks
+        assert f"libnvidia-ml.so.{nvidia_cdi.DRIVER_VERSION}" in " ".join(m["containerPath"] for m in edits["mounts"])
+        assert "NVIDIA_VISIBLE_DEVICES=void" in edits["env"]
+    # The node's own /dev (--dev-root=/): the host path is the container path, which nvidia-ctk then leaves out.
+    assert [(n["path"], n.get("hostPath", n["path"]), n["major"], n.get("minor", 0))
+            for n in _spec_edits(node_spec, uuids[1])["deviceNodes"]] == [("/dev/nvidia1", "/dev/nvidia1", 195, 1)]
+    logs = kind_cluster.kubectl("logs", "-n", kindop.NAMESPACE, "-l", f"app={kindop.DEVICE_PLUGIN_DS}",
+                                "--all-containers", "--tail=-1", "--prefix")
+    assert f"kept the node's CDI spec \"{nvidia_cdi.CDI_DIR}/{nvidia_cdi.PLUGIN_SPEC}\"" in logs, logs[-2000:]
+    assert "wrote CDI spec" not in logs, logs[-2000:]
+    run = _probe(kind_cluster, node, probe_gpus=2)
+    fs = {f.check_id: f for f in run.findings if f.check_id.startswith("PRB-")}
+    assert all(f.status == Status.PASS for f in fs.values()), {k: f.message for k, f in fs.items()}
+    obs = run.probe_run
+    assert obs is not None
+    (pod,) = [p.to_dict(obs.image) for p in obs.pods.values()]
+    seen = [s.split("(")[1].rstrip(")") for s in pod["gpus_seen"]]
+    # nvidia-smi lists a GPU only where its /dev/nvidiaN is in the container: the spec's nodes for those names.
+    listed = [n["path"] for u in seen for n in _spec_edits(plugin_spec, u)["deviceNodes"]]
+    assert sorted(seen) == sorted(uuids) and sorted(listed) == [f"/dev/nvidia{i}" for i in range(kind_cluster.gpus)]
 
 
 # The probe's own cases on the live cluster (the former real-node tier's): each through the suite's Probe on one
@@ -533,8 +594,9 @@ def _passes_everywhere(summary: dict[str, Any], node: str) -> None:
 @pytest.mark.kind
 def test_a_node_whose_plugin_cdi_spec_is_gone_fails_at_the_probe_in_the_runtimes_words(kind_cluster: KindCluster,
                                                                                          tmp_path: Path) -> None:
-    """The CDI spec the device plugin wrote at start (k8s.device-plugin.nvidia.com-gpu.json in /var/run/cdi) removed
-    on one worker, as by a cleanup of /var/run or a node reboot that outlived the plugin. Everything the API shows
+    """The CDI spec of the device plugin's kind (k8s.device-plugin.nvidia.com-gpu.json in /var/run/cdi, written by
+    NVIDIA's nvidia-ctk at node setup) removed on one worker, as by a cleanup of /var/run or a node reboot that
+    outlived the plugin. Everything the API shows
     stays healthy (the plugin keeps advertising, the ClusterPolicy stays ready); the plugin still annotates the
     probe with its CDI names and NVIDIA's runtime, which resolves them from the spec, refuses the container. The
     suite must name that node at the probe with the runtime's own words and pass the other node."""

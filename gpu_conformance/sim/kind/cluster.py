@@ -8,8 +8,10 @@ Lifecycle (KindCluster.start / stop):
    `kind` and `kubectl` on PATH and inherits the process environment, so both are set for the cluster's lifetime);
 4. networking: disableDefaultCNI, then per node a bridge CNI config for its podCIDR (Debian's plugins, in the node
    image) and routes to the other nodes' pod subnets over the kind network: what kindnetd does, minus its image;
-5. the GPU workers as with a preinstalled driver and toolkit: the fake driver and its CDI spec written on each
-   (the fake plugin's --setup-only, mounted into the node), containerd's default runtime `nvidia`
+5. the GPU workers as with a preinstalled driver and toolkit: the fake driver and its CDI specs written on each
+   (on the CDI path by NVIDIA's `nvidia-ctk cdi generate` on the fake NVML, with NVIDIA's nvidia-cdi-hook on
+   every node for the spec's hooks: nvidia_cdi.py; on the legacy path by the fake plugin's --setup-only),
+   containerd's default runtime `nvidia`
    (kind/cluster.yaml): on the CDI path (the default, operator.gpu_path) NVIDIA's nvidia-container-runtime
    v1.20.2 in CDI mode with the toolkit's config.toml, on the legacy path the fake legacy-mode runtime; NFD's
    PCI label;
@@ -40,11 +42,11 @@ from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.gotools import NVIDIA_CONTAINER_RUNTIME, ensure_tool
-from gpu_conformance.sim import fakegpu, operator_module
+from gpu_conformance.gotools import NVIDIA_CDI_HOOK, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK, ensure_tool
+from gpu_conformance.sim import fakegpu, fakenvml, operator_module
 from gpu_conformance.sim import node_binaries as nodebin
 from gpu_conformance.sim.kind import binaries as kindbin
-from gpu_conformance.sim.kind import dra_driver, nodeimage
+from gpu_conformance.sim.kind import dra_driver, nodeimage, nvidia_cdi
 from gpu_conformance.sim.kind import operator as kindop
 from gpu_conformance.sim.kind.docker import Dockerd, tier_root, unavailable_reason
 
@@ -96,12 +98,23 @@ class KindCluster:
     gpu_path: str = field(default_factory=kindop.gpu_path)
     # NVIDIA's runtime on the CDI path (built by gotools on first use); None until start() on that path.
     nvidia_runtime: Path | None = None
+    # On the CDI path: NVIDIA's CDI generator and hook, and the fake NVML it runs on (nvidia_cdi.py).
+    nvidia_ctk: Path | None = None
+    nvidia_cdi_hook: Path | None = None
+    fake_nvml: Path | None = None
     # The DRA model: device plugin off, the fake DRA kubelet plugin (built on start) publishing the GPUs.
     dra: bool = False
     dra_plugin: Path | None = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _saved_sysctls: dict[str, str] = field(default_factory=dict)
     _lock: TextIO | None = None
+
+    @property
+    def nvidia_cdi_specs(self) -> bool:
+        """Whether the GPU nodes' CDI specs are NVIDIA's (nvidia_cdi.py): on the CDI path with the device plugin.
+        The DRA model keeps the fake driver's layout, which the fake DRA plugin reads and writes its own spec from,
+        as NVIDIA's DRA driver does."""
+        return self.gpu_path == "cdi" and not self.dra
 
     @property
     def kubeconfig(self) -> Path:
@@ -124,6 +137,9 @@ class KindCluster:
         dirs = kindbin.ensure_binaries()
         if self.gpu_path == "cdi":
             self.nvidia_runtime = ensure_tool(NVIDIA_CONTAINER_RUNTIME)
+        if self.nvidia_cdi_specs:
+            self.nvidia_ctk, self.nvidia_cdi_hook = ensure_tool(NVIDIA_CTK), ensure_tool(NVIDIA_CDI_HOOK)
+            self.fake_nvml = fakenvml.ensure_library()
         if self.dra:
             self.dra_plugin = dra_driver.ensure_plugin()
         self.docker = Dockerd(tier_root(), external=bool(os.environ.get("DOCKER_HOST")))
@@ -201,6 +217,11 @@ class KindCluster:
             self.work.mkdir(parents=True, exist_ok=True)
             config.write_text(kindop.runtime_config())
             mounts[str(config)] = RUNTIME_CONFIG
+        if self.nvidia_cdi_specs:
+            if self.nvidia_ctk is None or self.nvidia_cdi_hook is None or self.fake_nvml is None:
+                raise KindError("the CDI path needs NVIDIA's nvidia-ctk and nvidia-cdi-hook and the fake NVML, "
+                                "which were not built")
+            mounts.update(nvidia_cdi.node_mounts(self.nvidia_ctk, self.nvidia_cdi_hook, self.fake_nvml))
         if self.dra:
             if self.dra_plugin is None:
                 raise KindError("the DRA model needs the fake DRA kubelet plugin, which was not built")
@@ -254,12 +275,20 @@ class KindCluster:
         return [n["metadata"]["name"] for n in self.nodes() if n["metadata"]["labels"].get(GPU_LABEL) == "true"]
 
     def _install_host_driver(self) -> None:
-        """What a GPU node has before the operator comes: the (fake) driver and its CDI spec, written by the
-        device plugin's --setup-only on the node itself, and NFD's PCI label (NFD itself is not deployed)."""
+        """What a GPU node has before the operator comes: the (fake) driver and its CDI specs, and NFD's PCI label
+        (NFD itself is not deployed). On the CDI path the specs are NVIDIA's, `nvidia-ctk cdi generate` on the
+        fake NVML (nvidia_cdi.py); on the legacy path (and in the DRA model) the fake plugin's --setup-only writes
+        the fake driver and the spec the fake legacy runtime reads."""
         assert self.docker is not None
         product = fakegpu.default_product()
         gpu = self.gpu_nodes()
         for node in gpu:
+            if self.nvidia_cdi_specs:
+                script = nvidia_cdi.node_setup_script(fakegpu.gpu_table(node, self.gpus, product), kindop.DRIVER_ROOT)
+                proc = self.docker.docker("exec", node, "sh", "-ec", script, check=False)
+                if proc.returncode != 0:
+                    raise KindError(f"`nvidia-ctk cdi generate` on {node} failed: {_tail(proc.stderr)}")
+                continue
             cmd = fakegpu.plugin_command(Path(NODE_BINARIES["fake-gpu-device-plugin"]), node, self.gpus,
                                          kindop.CDI_DIR, kindop.DRIVER_ROOT, strategy="envvar", product=product,
                                          setup_only=True)

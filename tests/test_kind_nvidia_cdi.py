@@ -1,0 +1,96 @@
+"""The kind tier's CDI specs from NVIDIA's generator (gpu_conformance/sim/kind/nvidia_cdi.py), without a cluster:
+the commands a GPU node runs, run here on a fake driver root with NVIDIA's nvidia-ctk v1.20.2 and the fake NVML,
+and the node's nvidia-smi that carries its GPU table. Needs root (mknod) and the built tools; skips otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpu_conformance import gotools
+from gpu_conformance.sim import fakegpu, fakenvml
+from gpu_conformance.sim.kind import nvidia_cdi
+
+NODE = "gpu-conformance-worker"
+
+
+def _nvidia_ctk() -> Path:
+    try:
+        return gotools.ensure_tool(gotools.NVIDIA_CTK)
+    except gotools.GoMissingError as exc:
+        pytest.skip(str(exc))
+
+
+def _root_or_skip() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("device nodes need mknod (root)")
+
+
+def test_node_smi_lists_the_gpus_whose_device_nodes_the_container_has(tmp_path: Path) -> None:
+    """NVIDIA's spec mounts the driver's nvidia-smi but not our GPU table: the node's copy carries it."""
+    _root_or_skip()
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(nvidia_cdi.node_smi(fakegpu.gpu_table(NODE, 2)))
+    smi.chmod(0o755)
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    os.mknod(dev / "nvidia1", 0o666 | stat.S_IFCHR, os.makedev(fakenvml.NVIDIA_MAJOR, 1))
+    env = {"PATH": "/usr/bin:/bin", "FAKE_GPU_DEV_DIR": str(dev)}
+    out = subprocess.run([str(smi), "-L"], env=env, capture_output=True, text=True, check=False)
+    uuid = fakegpu.uuids(NODE, 2)[1]
+    assert (out.returncode, out.stdout) == (0, f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {uuid})\n"), out.stderr
+    (dev / "nvidia1").unlink()
+    out = subprocess.run([str(smi), "-L"], env=env, capture_output=True, text=True, check=False)
+    assert (out.returncode, out.stdout) == (6, "No devices were found\n")
+
+
+def test_the_nodes_generate_commands_give_nvidia_ctks_specs_with_the_plugins_names(tmp_path: Path) -> None:
+    """The two specs a GPU node gets, generated here as there: nvidia.com/gpu by index, UUID and `all`, the
+    plugin's kind by UUID (the names its Allocate annotates), both with NVIDIA's hooks at the node's hook path
+    and the driver's nvidia-smi and library mounted from the driver root."""
+    _root_or_skip()
+    ctk = _nvidia_ctk()
+    table = fakegpu.gpu_table(NODE, 2)
+    root = fakenvml.make_driver_root(tmp_path / "root", table, nvidia_cdi.DRIVER_VERSION)
+    (root.path / nvidia_cdi.SMI_IN_ROOT).parent.mkdir(parents=True)
+    (root.path / nvidia_cdi.SMI_IN_ROOT).write_text(nvidia_cdi.node_smi(table))
+    (root.path / nvidia_cdi.SMI_IN_ROOT).chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", fakenvml.TABLE_ENV: str(root.table),
+           fakenvml.DRIVER_VERSION_ENV: nvidia_cdi.DRIVER_VERSION}
+    uuids = fakegpu.uuids(NODE, 2)
+    specs = {}
+    for kind, name, strategies in nvidia_cdi.SPECS:
+        out = tmp_path / name
+        cmd = nvidia_cdi.generate_command(kind, str(out), strategies, str(root.path), dev_root=str(root.path),
+                                          nvidia_ctk=str(ctk))
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr[-1000:]
+        specs[kind] = fakenvml.CdiRun(json.loads(out.read_text()), [], [], [], 0, "")
+    node, plugin = specs[nvidia_cdi.NODE_KIND], specs[nvidia_cdi.PLUGIN_KIND]
+    assert node.spec["kind"] == nvidia_cdi.NODE_KIND and plugin.spec["kind"] == nvidia_cdi.PLUGIN_KIND
+    assert node.device_names == ["0", "1", *uuids, "all"]
+    assert plugin.device_names == [*uuids, "all"]
+    assert plugin.device_nodes(uuids[1]) == ["/dev/nvidia1"]
+    for run in (node, plugin):
+        edits = run.spec["containerEdits"]
+        assert {h["path"] for h in edits["hooks"]} == {nvidia_cdi.HOOK_PATH}
+        mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
+        assert mounts["/usr/bin/nvidia-smi"] == str(root.path / nvidia_cdi.SMI_IN_ROOT)
+
+
+def test_node_setup_script_lays_out_the_driver_and_generates_both_specs() -> None:
+    """What runs on each GPU node (sh -ec): the library under the driver's versioned name, the table, the device
+    nodes in the node's own /dev, then one nvidia-ctk run per spec, failing with its log's tail."""
+    script = nvidia_cdi.node_setup_script(fakegpu.gpu_table(NODE, 2), "/var/lib/fake-gpu")
+    assert f"libnvidia-ml.so.{nvidia_cdi.DRIVER_VERSION}" in script
+    assert "mknod -m 666 /dev/nvidia1 c 195 1" in script and "mknod -m 666 /dev/nvidiactl c 195 255" in script
+    runs = [ln for ln in script.splitlines() if f"{nvidia_cdi.NVIDIA_CTK} cdi generate" in ln]
+    assert len(runs) == 2 and all("--dev-root=/ " in r and "exit 1" in r for r in runs)
+    assert f"--output={nvidia_cdi.CDI_DIR}/{nvidia_cdi.PLUGIN_SPEC}" in runs[1]
+    proc = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
