@@ -28,6 +28,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -88,7 +89,10 @@ class _Kind(KindManagerBase):
 
 @dataclass
 class KindCluster:
-    work: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gpu-conformance-kind-")))
+    # Named here, made by start() (and by the config writers): a cluster only configured, never started, left an
+    # empty directory per instance in /tmp (dozens per test session).
+    work: Path = field(
+        default_factory=lambda: Path(tempfile.gettempdir()) / f"gpu-conformance-kind-{secrets.token_hex(6)}")
     workers: int = 2
     gpus: int = GPUS_PER_NODE
     docker: Dockerd | None = None
@@ -126,6 +130,7 @@ class KindCluster:
         self._saved_sysctls = read_sysctls()
         self._lock = _tier_lock()
         try:
+            self.work.mkdir(parents=True, exist_ok=True)
             self._start()
         except BaseException:
             self.stop()
