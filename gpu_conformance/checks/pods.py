@@ -60,13 +60,6 @@ def namespace(snapshot: ClusterSnapshot, settings: Settings) -> str:
     return settings.operator_namespace or snapshot.operator_namespace or "gpu-operator"
 
 
-def image_tag(image: str) -> str:
-    """'nvcr.io/nvidia/driver:580.126.20-ubuntu22.04@sha256:…' -> '580.126.20-ubuntu22.04'; '' when untagged."""
-    image = image.split("@", 1)[0]
-    tail = image.rsplit("/", 1)[-1]
-    return tail.rsplit(":", 1)[1] if ":" in tail else ""
-
-
 
 def node_labels(snapshot: ClusterSnapshot, node: str) -> dict[str, str]:
     return labels_of(snapshot.node_by_name.get(node, {}))

@@ -28,15 +28,16 @@ import shlex
 from pathlib import Path
 
 from gpu_conformance.sim import fakegpu, fakenvml
+from gpu_conformance.sim.profiles import get_profile
 
 # Where the tier mounts the generator and the fake NVML into every node (read-only), and the hook's path.
 TOOLS_DIR = "/opt/gpu-conformance"
 NVIDIA_CTK = f"{TOOLS_DIR}/nvidia-ctk"
 NVML_LIBRARY = f"{TOOLS_DIR}/{fakenvml.LIBRARY}"
 HOOK_PATH = "/usr/bin/nvidia-cdi-hook"
-# The driver version the fake NVML reports on the nodes (its default, sim/profiles.py's default driver); the
-# versioned library name must match it, since nvidia-ctk looks the driver's libraries up by it.
-DRIVER_VERSION = "580.126.20"
+# The driver version the fake NVML reports on the nodes (the default profile's driver); the versioned library
+# name must match it, since nvidia-ctk looks the driver's libraries up by it.
+DRIVER_VERSION = get_profile("default").driver_version
 CDI_DIR = "/var/run/cdi"
 NODE_KIND = fakegpu.CDI_KIND
 PLUGIN_KIND = fakegpu.PLUGIN_CDI_KIND
