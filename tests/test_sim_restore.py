@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_for
 
 from gpu_conformance.sim.restore import Capture, Resource, differences
 
@@ -105,6 +106,12 @@ def test_undo_leaves_the_objects_of_the_fresh_install() -> None:
     try:
         kube = Kube(booted.cluster.api_client())
         logs: Path = booted.cluster.logs_dir
+        # The node lifecycle controller records each node's RegisteredNode event on its own schedule: once in a CI
+        # run they came after the capture below and read as drift. The baseline is taken once they are all in.
+        nodes = {n["metadata"]["name"] for n in kube.list("Node")}
+        wait_for(lambda: nodes <= {e.get("involvedObject", {}).get("name") for e in kube.list("Event", "default")
+                                   if e.get("reason") == "RegisteredNode"},
+                 "a RegisteredNode event for every node", timeout=60)
         fresh = capture(kube, logs)
         time.sleep(1)
         assert differences(fresh, capture(kube, logs)) == []  # an idle cluster does not drift
