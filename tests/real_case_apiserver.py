@@ -94,6 +94,8 @@ class CaseWriter:
         self._created: list[tuple[str, str]] = []   # (collection path, name), in creation order
         self._namespaces: set[str] = set()
         self._crds: set[str] = set()
+        # The operator's CRDs the last case deleted: reset() serves them again for the next case.
+        self._removed_crds: list[str] = []
 
     # ---- raw API ------------------------------------------------------------------------------------------
     def _req(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
@@ -142,6 +144,24 @@ class CaseWriter:
                     raise
                 time.sleep(0.1)
 
+    def _delete_crd(self, name: str) -> None:
+        """Delete one of the base CRDs and wait until it is gone (a CRD with no objects goes within a second)."""
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+        self._req("DELETE", path)
+        self._crds.discard(name)
+        self._removed_crds.append(name)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self._req("GET", path)
+            except ApiException as e:
+                if e.status == 404:
+                    return
+                raise
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} still present 20 s after its deletion")
+            time.sleep(0.1)
+
     def _ensure_namespace(self, ns: str) -> None:
         if ns in self._namespaces:
             return
@@ -159,6 +179,8 @@ class CaseWriter:
         self.ensure_base()
         for crd in state.crds:
             self._ensure_crd(crd)
+        for name in state.removed_crds:
+            self._delete_crd(name)
         self._ensure_namespace(ns)
         uids: dict[str, str] = {}
 
@@ -233,6 +255,9 @@ class CaseWriter:
             list(pool.map(delete, self._created))
         self._created.clear()
         self.log_server.logs.clear()
+        if self._removed_crds:
+            self._removed_crds.clear()
+            self.ensure_base()
 
 
 def container_logs(pods: list[Obj], texts: dict[tuple[str, str], str]) -> dict[tuple[str, str], tuple[int, str]]:

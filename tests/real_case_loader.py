@@ -28,6 +28,9 @@ Override vocabulary (one key per list item):
                     operator's own container keeps its image, as v25.10+ validators share the operator image)
     crd:            {group, version, kind, plural, scope?}  (a permissive CRD, e.g. OLM's ClusterServiceVersion)
     object:         <a raw Kubernetes object to create as is>
+    remove:         {kind, name}  (ClusterPolicy, DaemonSet (with its pods), RuntimeClass, or CustomResourceDefinition:
+                    an object the healthy cluster holds that the thread's cluster lacks, e.g. a CRD a Helm upgrade
+                    never installed, or a ClusterPolicy the apiserver refused)
     rename_nodes:   {old: new}  (applied last, to every reference)
 """
 
@@ -102,6 +105,8 @@ class ClusterState:
     version: str = ""
     crds: list[Obj] = field(default_factory=list)
     objects: list[Obj] = field(default_factory=list)
+    # Names of the operator's own CRDs this cluster lacks (the writer deletes them for the case, then restores them).
+    removed_crds: list[str] = field(default_factory=list)
 
 
 # ---- reading case files -----------------------------------------------------------------------------
@@ -420,9 +425,32 @@ def _object_override(state: ClusterState, obj: Obj) -> None:
     state.objects.append(copy.deepcopy(obj))
 
 
+def _remove_override(state: ClusterState, arg: dict[str, str]) -> None:
+    snap, kind, name = state.snapshot, arg["kind"], arg["name"]
+    if kind == "ClusterPolicy":
+        kept = [cp for cp in snap.clusterpolicies if name_of(cp) != name]
+        if len(kept) == len(snap.clusterpolicies):
+            raise LookupError(f"no ClusterPolicy {name!r}")
+        snap.clusterpolicies = kept
+    elif kind == "DaemonSet":
+        factory.remove_daemonset(snap, name)
+    elif kind == "RuntimeClass":
+        factory.drop_runtimeclass(snap, name)
+    elif kind == "CustomResourceDefinition":
+        if name not in snap.crds:
+            raise LookupError(f"no CRD {name!r}")
+        snap.crds = snap.crds - {name}
+        state.removed_crds.append(name)
+    else:
+        raise LookupError(f"remove: kind {kind!r} (known: ClusterPolicy, DaemonSet, RuntimeClass, "
+                          "CustomResourceDefinition)")
+    factory.refresh(snap)
+
+
 _HANDLERS = {"pod": _pod_override, "event": _event_override, "node": _node_override,
              "clusterpolicy": _clusterpolicy_override, "operator_image": _operator_image,
-             "replace_image": _replace_image, "crd": _crd_override, "object": _object_override}
+             "replace_image": _replace_image, "crd": _crd_override, "object": _object_override,
+             "remove": _remove_override}
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
