@@ -434,3 +434,45 @@ def test_report_header_and_drv001_name_the_same_driver_mode(situation: str) -> N
         assert f.evidence["observed"] == header[node].replace("nvidiadriver-cr", "operator"), (node, f.evidence, header)
     if situation == "opted-out-no-pod":
         assert header["gpu-node-2"] == "host"
+
+
+# The driver script's EXIT trap (_shutdown) ends every failed attempt with its cleanup lines: the cause is above.
+_CLEANUP = "Stopping NVIDIA persistence daemon...\nUnloading NVIDIA driver kernel modules...\n" \
+           "Unmounting NVIDIA driver rootfs...\n"
+
+
+@pytest.mark.parametrize(("version", "log", "cause"), [
+    # Build: the compiler's error under make's generic *** lines (gpu-operator #729/#751, kernels >= 5.15.0-1064).
+    ("v23.9.0", "Compiling NVIDIA driver kernel modules...\nERROR: modpost: GPL-incompatible module nvidia.ko uses "
+     "GPL-only symbol 'rcu_read_unlock_strict'\nmake[2]: *** [scripts/Makefile.modpost:133: Module.symvers] Error 1\n"
+     "make[1]: *** [Makefile:1830: modules] Error 2\n", "GPL-only symbol 'rcu_read_unlock_strict'"),
+    # Load under Secure Boot, the kernel's words quoted by the installer (gpu-operator #1726).
+    ("v25.3.4", "-> Kernel module compilation complete.\nERROR: Unable to load the kernel module 'nvidia.ko'.  This "
+     "happens most frequently when this kernel module was built against the wrong kernel sources\nKernel messages:\n"
+     "[  412.118207] Loading of unsigned module is rejected\n", "Loading of unsigned module is rejected"),
+    # Load under Secure Boot, the installer's own explanation above its boilerplate (gpu-operator #266, OpenShift).
+    ("v22.9.2", "ERROR: The kernel module failed to load, because it was not signed by a key that is trusted by the "
+     "kernel.\nERROR: Unable to load the kernel module 'nvidia.ko'.  This happens most frequently when ...\n"
+     "ERROR: Installation has failed.  Please see the file '/var/log/nvidia-installer.log' for details.\n",
+     "not signed by a key that is trusted"),
+    # Kernel headers the package repositories do not have (gpu-operator #234, #85).
+    ("v24.9.2", "Installing Linux kernel headers...\nError: Unable to find a match: "
+     "kernel-headers-4.18.0-240.23.2.el8_3.x86_64\n", "Unable to find a match: kernel-headers"),
+    ("v26.7.0", "Resolving Linux kernel version...\nCould not resolve Linux kernel version\n",
+     "Could not resolve Linux kernel version"),
+])
+def test_driver_crashloop_quotes_the_error_above_the_cleanup(version: str, log: str, cause: str) -> None:
+    snap = healthy_snapshot(version)
+    crash_container(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", restarts=11, snapshot=snap, log=log + _CLEANUP)
+    f = assert_only_node_fails("DRV-002", snap)
+    assert cause in f.message and "error in its log" in f.message, f.message
+    assert "Unmounting NVIDIA driver rootfs" not in f.message
+
+
+def test_driver_log_without_cleanup_quotes_its_last_line() -> None:
+    """A container that died on its error (no cleanup after it) is quoted as before: its last line."""
+    snap = healthy_snapshot("v25.10.1")
+    crash_container(pod_for(snap, DRIVER, N1), "nvidia-driver-ctr", restarts=3, snapshot=snap,
+                    log="Starting installation of NVIDIA driver\nnvidia-installer: permission denied\n")
+    f = assert_only_node_fails("DRV-002", snap)
+    assert 'last log line: "nvidia-installer: permission denied"' in f.message

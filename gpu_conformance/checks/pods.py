@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from gpu_conformance import log_quote
 from gpu_conformance import operands as ops
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance.check_input import CheckInput
@@ -212,8 +213,8 @@ def quote_probe_failures(probes: list[str]) -> str:
 
 
 def with_log(message: str, log: str) -> str:
-    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
-    return f'{message} — last log line: "{lines[-1]}"' if lines else message
+    # The line that says what went wrong: the last one, or for the driver container the error above its cleanup.
+    return log_quote.with_log(message, log)
 
 
 def logs_cmd(ns: str, pod: Obj, container: str | None, previous: bool = False) -> str:
