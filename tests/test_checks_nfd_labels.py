@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from factory import drop_label, healthy_snapshot, refresh, remove_pods, set_label
+from factory import drop_label, healthy_snapshot, refresh, remove_pods, set_label, set_node_resource
 
 from gpu_conformance.check_input import check_input
 from gpu_conformance.checks import deploy_labels, nfd  # noqa: F401 — registers the checks
@@ -141,3 +141,62 @@ def test_gpu_node_selector_limits_the_judged_nodes() -> None:
     refresh(snap)
     assert snap.gpu_node_names == ["gpu-node-2"]
     assert set(run("NFD-003", snap)) == {"gpu-node-2"}
+
+
+def _relabel(snap: ClusterSnapshot, node: str, new_key: str | None, operator_saw_it: bool) -> None:
+    """NFD's deviceLabelFields changed: the node's NVIDIA label takes another shape. A node the operator had labelled
+    is then marked gpu.present=false and loses its deploy labels (state_manager.go labelGPUNodes)."""
+    drop_label(snap, node, PCI)
+    if new_key:
+        set_label(snap, node, new_key, "true")
+    if operator_saw_it:
+        set_label(snap, node, "nvidia.com/gpu.present", "false")
+    else:
+        # A fresh install: the operator never labelled the node, GFD never ran, no GPU is advertised.
+        for key in [k for k in snap.node_by_name[node]["metadata"]["labels"] if k.startswith("nvidia.com/")]:
+            drop_label(snap, node, key)
+        set_node_resource(snap, node, None, None)
+
+
+@pytest.mark.parametrize("version", ["v22.9.2", "v25.3.4", "v26.7.0"])
+@pytest.mark.parametrize(("shape", "words"), [
+    ("pci-10de_2237.present", "pci-10de_2237.present"),          # vendor, device (gpu-operator #1469)
+    ("pci-0302_10de_20b5.present", "pci-0302_10de_20b5.present"),  # class, vendor, device
+    ("pci-10de_10de.present", "pci-10de_10de.present"),           # vendor, subsystem_vendor
+])
+def test_nvidia_label_in_a_shape_the_operator_does_not_read_is_nfd_config(version: str, shape: str,
+                                                                           words: str) -> None:
+    snap = healthy_snapshot(version)
+    _relabel(snap, "gpu-node-2", f"feature.node.kubernetes.io/{shape}", operator_saw_it=True)
+    f = run("NFD-003", snap)["gpu-node-2"]
+    assert f.status == Status.FAIL and words in f.message and "deviceLabelFields" in f.message, f.message
+    assert "PCI bus" not in f.message and f.evidence["cause"] == "nfd-label-shape"
+    assert run("NFD-003", snap)["gpu-node-1"].status == Status.PASS
+
+
+def test_vendorless_class_label_is_nfd_config() -> None:
+    snap = healthy_snapshot("v22.9.2")
+    _relabel(snap, "gpu-node-1", "feature.node.kubernetes.io/pci-0302.present", operator_saw_it=True)
+    f = run("NFD-003", snap)["gpu-node-1"]
+    assert f.status == Status.FAIL and "pci-0302.present" in f.message and "lack 'vendor'" in f.message
+
+
+@pytest.mark.parametrize(("shape", "words"), [
+    ("pci-0302.present", "lack 'vendor'"),              # a fresh install with class-only labels (gpu-operator #438)
+    ("pci-10de_2237.present", "pci-10de_2237.present"),  # a fresh install with the device id in the labels
+])
+def test_no_gpu_node_names_the_unread_nfd_labels(shape: str, words: str) -> None:
+    snap = healthy_snapshot("v22.9.0", gpu_nodes=1)
+    _relabel(snap, "gpu-node-1", f"feature.node.kubernetes.io/{shape}", operator_saw_it=False)
+    refresh(snap)
+    assert snap.gpu_node_names == []
+    f = run("NFD-001", snap)[None]
+    assert f.status == Status.FAIL and "no GPU node" in f.message and words in f.message, f.message
+
+
+def test_gpu_gone_from_the_bus_is_still_a_node_fault() -> None:
+    """No NVIDIA label of any shape while NFD labels the node: the GPU left the PCI bus, as before."""
+    snap = healthy_snapshot("v25.3.4")
+    _relabel(snap, "gpu-node-1", "feature.node.kubernetes.io/pci-0300_1a03.present", operator_saw_it=True)
+    f = run("NFD-003", snap)["gpu-node-1"]
+    assert f.status == Status.FAIL and "PCI bus" in f.message and f.evidence["cause"] == "gpu-gone-from-pci"

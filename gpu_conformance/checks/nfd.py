@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpu_conformance import nfd_pci_labels as pci
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance.check_input import CheckInput
 from gpu_conformance.checks.common import cluster_finding
@@ -33,16 +34,25 @@ def _role(pod: dict) -> str:
             "pci-0302_10de / pci-0300_10de (stock NFD). None means NFD is not running, not labelling, or the "
             "node selector excludes every node.",
        kubectl="kubectl get nodes -L feature.node.kubernetes.io/pci-10de.present,nvidia.com/gpu.present",
-       detects="zero GPU nodes (NFD never labelled anything)")
+       detects="zero GPU nodes (NFD never labelled anything, or labels the GPUs in a shape the operator does not "
+               "read)")
 def gpu_nodes_exist(inp: CheckInput) -> list[Finding]:
     snap = inp.snapshot
     n = len(snap.gpu_nodes)
     if n == 0:
         sel = f" matching --gpu-node-selector {snap.gpu_node_selector!r}" if snap.gpu_node_selector else ""
+        # Nodes NFD labels in a shape the operator does not read: NFD's configuration, not the hardware, hides them.
+        unread = {name_of(node): pci.unread_pci_labels(labels_of(node)) for node in snap.nodes}
+        unread = {k: v for k, v in unread.items() if v[0] or v[1]}
+        why = ""
+        if unread:
+            first, (nvidia, vendorless) = next(iter(unread.items()))
+            why = f"; on {len(unread)} node(s) (e.g. {first}) " + pci.explain(nvidia, vendorless)
         return [cluster_finding(Status.FAIL,
                                 f"no GPU node found{sel}: no node has an NFD NVIDIA PCI label or "
-                                f"{GPU_PRESENT_LABEL}; {len(snap.nodes)} nodes in the cluster",
-                                labels=list(NFD_GPU_LABELS), nodes_total=len(snap.nodes))]
+                                f"{GPU_PRESENT_LABEL}; {len(snap.nodes)} nodes in the cluster{why}",
+                                labels=list(NFD_GPU_LABELS), nodes_total=len(snap.nodes),
+                                unread_pci_labels={k: v[0] + v[1] for k, v in unread.items()})]
     return [cluster_finding(Status.PASS, f"{n} GPU node(s) of {len(snap.nodes)}",
                             gpu_nodes=snap.gpu_node_names[:50])]
 
@@ -85,8 +95,9 @@ def nfd_pods_running(inp: CheckInput) -> list[Finding]:
             "label, and to 'false' when that label disappears: the GPU is gone from the PCI bus (fallen off the bus, "
             "XID 79; check `lspci -d 10de:` and the kernel log on the node) or NFD stopped labelling the node.",
        kubectl="kubectl get node {node} --show-labels",
-       detects="a GPU node that lost its NFD PCI label (gpu.present=false): GPU gone from the PCI bus, or NFD "
-               "not labelling it; a label set by hand without NFD")
+       detects="a GPU node that lost its NFD PCI label (gpu.present=false): GPU gone from the PCI bus, NFD "
+               "not labelling it, or NFD labelling it in a shape the operator does not read (deviceLabelFields "
+               "with a device id, or without the vendor); a label set by hand without NFD")
 def nfd_labels_consistent(inp: CheckInput) -> list[Finding]:
     snap = inp.snapshot
     findings = []
@@ -103,6 +114,17 @@ def nfd_labels_consistent(inp: CheckInput) -> list[Finding]:
             findings.append(Finding(Status.FAIL,
                                     f"NFD found an NVIDIA GPU but {GPU_PRESENT_LABEL}={present or '<absent>'}: "
                                     "the operator has not labelled this node (is it running?)", node=n, evidence=ev))
+        elif (shape := pci.explain(*pci.unread_pci_labels(labels))):
+            # NFD sees the GPU but labels it in a shape the operator does not read: its configuration, not the
+            # hardware (with gpu.present=false the operator has withdrawn every operand, as for a GPU gone).
+            nvidia, vendorless = pci.unread_pci_labels(labels)
+            withdrawn = (" — the operator's mark of a GPU node that lost NFD's label, so it withdrew every operand"
+                         if present == "false" else "")
+            findings.append(Finding(Status.FAIL,
+                                    f"{GPU_PRESENT_LABEL}={present or '<absent>'} and no NFD NVIDIA PCI label the "
+                                    f"operator reads{withdrawn}: {shape}", node=n,
+                                    evidence={**ev, "cause": "nfd-label-shape",
+                                              "unread_pci_labels": nvidia + vendorless}))
         elif present == "false":
             # The operator writes false when a node it labelled loses NFD's PCI label (state_manager.go
             # labelGPUNodes: "Node no longer has GPUs"). Whether NFD still labels the node tells which loss it is.
