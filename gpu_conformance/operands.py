@@ -103,6 +103,8 @@ CUDA_VALIDATOR_APP = "nvidia-cuda-validator"
 PLUGIN_VALIDATOR_APP = "nvidia-device-plugin-validator"
 CLUSTERPOLICY_CRD = "clusterpolicies.nvidia.com"
 NVIDIADRIVER_CRD = "nvidiadrivers.nvidia.com"
+# Shipped in the chart's crds/ from v26.7.0; the suite reads GPUCluster objects, not this CRD.
+GPUCLUSTER_CRD = "gpuclusters.nvidia.com"
 
 # Validator init containers that exist only on some versions (v24.9–v25.10); allowed, never required.
 VALIDATOR_OPTIONAL_INITS = ("nvidia-fs-validation", "gdrcopy-validation")

@@ -54,17 +54,22 @@ DRIVER_COMPONENT_LABEL = "driver-component-label"
 # state-mps-control-daemon (DaemonSet nvidia-device-plugin-mps-control-daemon) and GFD's nvidia.com/mps.capable
 # label (signals.yaml: both first at v24.3.0).
 MPS_CONTROL_DAEMON = "mps-control-daemon"
+# The operator starts an NVIDIADriver controller whatever the ClusterPolicy says (cmd/gpu-operator/main.go): it waits
+# for the nvidiadrivers.nvidia.com CRD's informer and exits without it.
+NVIDIADRIVER_CONTROLLER = "nvidiadriver-controller"
+# Likewise a GPUCluster controller (gpuclusters.nvidia.com, shipped in the chart's crds/ from v26.7.0).
+GPUCLUSTER_CONTROLLER = "gpucluster-controller"
 
 # What changed in which release: the rules each release brought.
 RELEASES: dict[Version, tuple[str, ...]] = {
     (23, 3, 0): (CDI_SPEC, MIG_CONFIG_LABEL),
     (23, 6, 0): (PLUGIN_VALIDATION_NO_WORKLOAD,),
-    (23, 9, 0): (STATUS_CONDITIONS, DRIVER_COMPONENT_LABEL),
+    (23, 9, 0): (STATUS_CONDITIONS, DRIVER_COMPONENT_LABEL, NVIDIADRIVER_CONTROLLER),
     (24, 3, 0): (MPS_CONTROL_DAEMON,),
     (25, 10, 0): (CDI_DEFAULT_ON, VALIDATOR_IN_OPERATOR_IMAGE, SANDBOX_WORKLOADS_MODE, CDI_DEFAULT_KEY_DROPPED,
                   RUNTIME_DROP_IN_CONFIG, GDRCOPY_VALIDATION, VALIDATOR_SLEEP_LOOP, DRIVER_STARTUP_PROBE_CONFIGMAP),
     (26, 3, 0): (CDI_NRI_PLUGIN, FS_VALIDATION_IN_DRIVER_VALIDATION),
-    (26, 7, 0): (NOT_READY_SEMICOLON, CLIENT_DEPLOY_LABEL),
+    (26, 7, 0): (NOT_READY_SEMICOLON, CLIENT_DEPLOY_LABEL, GPUCLUSTER_CONTROLLER),
 }
 RULES: dict[str, Version] = {rule: release for release, rules in RELEASES.items() for rule in rules}
 

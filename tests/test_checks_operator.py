@@ -217,3 +217,63 @@ def test_exporter_waiting_on_toolkit_validation_is_only_a_warning() -> None:
     stuck_init(pod_for(snap, "nvidia-dcgm-exporter", "gpu-node-1"), "toolkit-validation", reason="", restarts=0)
     by_node = {f.node: f for f in run("OPR-007", snap)}
     assert by_node["gpu-node-1"].status == Status.WARN and "toolkit-validation" in by_node["gpu-node-1"].message
+
+
+# The operator's NVIDIADriver controller (v23.9+) and GPUCluster controller (v26.7+) wait for their CRD's informer
+# at start-up; without the CRD (a Helm upgrade that did not install the new chart's CRDs) the operator exits.
+_CACHE_TIMEOUT = ('{"level":"error","msg":"Could not wait for Cache to sync","error":"failed to wait for '
+                  '%s caches to sync: timed out waiting for cache to be synced for Kind *v1alpha1.%s"}')
+
+
+def _operator_crashloops(snap: ClusterSnapshot, log: str | None = None) -> None:
+    pod = snap.operator_pods[0]
+    crash_container(pod, "gpu-operator", restarts=9, snapshot=snap, log=log)
+    snap.deployment("gpu-operator")["status"]["availableReplicas"] = 0
+
+
+@pytest.mark.parametrize("version", ["v23.9.0", "v24.9.2", "v25.10.1", "v26.7.0"])
+@pytest.mark.parametrize("with_log", [True, False])
+def test_operator_crashloop_names_the_missing_nvidiadriver_crd(version: str, with_log: bool) -> None:
+    snap = healthy_snapshot(version)
+    snap.crds = snap.crds - {"nvidiadrivers.nvidia.com"}
+    _operator_crashloops(snap, _CACHE_TIMEOUT % ("nvidia-driver-controller", "NVIDIADriver") if with_log else None)
+    (f,) = run("OPR-004", snap)
+    assert f.status == Status.FAIL and "NVIDIADriver CRD (nvidiadrivers.nvidia.com) is missing" in f.message
+    assert "from v23.9.0" in f.message
+    assert ("*v1alpha1.NVIDIADriver" in f.message) == with_log
+
+
+def test_operator_crashloop_names_the_gpucluster_crd_its_log_names() -> None:
+    """The suite does not read the GPUCluster CRD: the operator's own words name it."""
+    snap = healthy_snapshot("v26.7.0")
+    _operator_crashloops(snap, 'E1204 "failed to get informer" err="no matches for kind \\"GPUCluster\\" in '
+                               'version \\"nvidia.com/v1alpha1\\""')
+    (f,) = run("OPR-004", snap)
+    assert f.status == Status.FAIL and "GPUCluster CRD (gpuclusters.nvidia.com) is missing" in f.message
+
+
+def test_operator_crashloop_with_a_crd_unknown_version_needs_the_log() -> None:
+    snap = healthy_snapshot("v25.3.4")
+    pin_images_by_digest(snap)
+    for dep in snap.deployments:
+        dep["metadata"].get("labels", {}).pop("helm.sh/chart", None)
+    snap.crds = snap.crds - {"nvidiadrivers.nvidia.com"}
+    _operator_crashloops(snap, _CACHE_TIMEOUT % ("nvidia-driver-controller", "NVIDIADriver"))
+    (f,) = run("OPR-004", snap)
+    assert "NVIDIADriver CRD" in f.message
+
+
+@pytest.mark.parametrize(("version", "log"), [
+    ("v23.6.2", None),      # no NVIDIADriver controller before v23.9: its CRD is no requirement
+    ("v26.3.3", 'no matches for kind "GPUCluster"'),  # no GPUCluster controller before v26.7
+    ("v25.3.4", "panic: runtime error: invalid memory address or nil pointer dereference"),  # CRDs all there
+])
+def test_operator_crashloop_blames_no_crd_a_release_does_not_watch(version: str, log: str | None) -> None:
+    snap = healthy_snapshot(version)
+    if version == "v23.6.2":
+        snap.crds = snap.crds - {"nvidiadrivers.nvidia.com"}
+    _operator_crashloops(snap, log)
+    (f,) = run("OPR-004", snap)
+    assert f.status == Status.FAIL and "CRD" not in f.message
+    if log:
+        assert log in f.message

@@ -135,7 +135,8 @@ def driver_configuration(inp: CheckInput, node: str) -> Finding:
                "crash-looping or not Ready past its startup probe's window (60 s + 120×10 s), quoting "
                "kubelet's startup probe failure events; a driver still within that window without restarts "
                "is a transient WARN; driver upgrade-failed (nvidia.com/gpu-driver-upgrade-state); upgrade "
-               "steps in progress reported as a pause, an unknown upgrade state as a warning; WARN on restarts",
+               "steps in progress reported as a pause, an unknown upgrade state as a warning; WARN on restarts; "
+               "a failed build or load quoted by the error above the driver script's cleanup lines",
        na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_NO_DRIVER)
 def driver_pod_ready(inp: CheckInput) -> list[Finding]:
     snapshot, settings = inp.snapshot, inp.settings

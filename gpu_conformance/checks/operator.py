@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Any
 
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance import versions
@@ -14,7 +15,14 @@ from gpu_conformance.checks.common import (
     operator_deployment,
     operator_image,
 )
-from gpu_conformance.checks.pods import awaits_toolkit, probe_failures, quote_probe_failures, start_problem
+from gpu_conformance.checks.pods import (
+    awaits_toolkit,
+    last_log,
+    probe_failures,
+    quote_probe_failures,
+    start_problem,
+    with_log,
+)
 from gpu_conformance.checks.registry import check
 from gpu_conformance.cluster.podstate import (
     crashlooping,
@@ -34,6 +42,7 @@ from gpu_conformance.operands import (
     DCGM,
     DCGM_EXPORTER,
     DRIVER,
+    GPUCLUSTER_CRD,
     MIG_MANAGER,
     NODE_STATUS_EXPORTER,
     NVIDIADRIVER_CRD,
@@ -331,10 +340,45 @@ def _operand_states_findings(snap: ClusterSnapshot, named: list[str], ev: dict,
                        else ""), evidence=ev, blocking=False)] + per_node
 
 
+# The CRDs the operator's controllers watch from start-up, by release (cmd/gpu-operator/main.go): without one the
+# controller's informer never syncs and the operator exits ("timed out waiting for cache to be synced for Kind
+# *v1alpha1.NVIDIADriver"). A Helm upgrade leaves the CRDs a newer chart adds uninstalled unless its CRD-upgrade
+# hook runs (operator.upgradeCRD). The ClusterPolicy CRD itself is OPR-001's.
+_WATCHED_CRDS = ((versions.NVIDIADRIVER_CONTROLLER, NVIDIADRIVER_CRD, "NVIDIADriver"),
+                 (versions.GPUCLUSTER_CONTROLLER, GPUCLUSTER_CRD, "GPUCluster"))
+# controller-runtime's words for a watched kind the apiserver does not serve (quotes escaped in JSON/klog lines).
+# The CRDs the reader lists (cluster/reader.py): their absence is read, the others' only told by the log.
+_READ_CRDS = (CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD)
+_UNSERVED_KIND = re.compile(r"for Kind \*(?:\w+\.)*(\w+)|no matches for kind \\*\"(\w+)\\*\"")
+
+
+def _why_operator_down(inp: CheckInput, pod: dict[str, Any]) -> tuple[str, str]:
+    """Why the operator cannot run, when the cluster says so: a CRD its release watches is missing (read from the
+    cluster, or named by the operator's own log); and its log."""
+    snap = inp.snapshot
+    log = last_log(snap, pod, "gpu-operator")
+    version = inp.facts.operator.parsed
+    named = {a or b for a, b in _UNSERVED_KIND.findall(log)}
+    for rule, crd, kind in _WATCHED_CRDS:
+        if versions.since(rule, version) is False:
+            continue  # a release without that controller
+        # A CRD the reader lists is missing as a fact (needed when the version is known or the log names its kind);
+        # another only when the operator's log names its kind.
+        absent = (crd not in snap.crds and (version is not None or kind in named)) if crd in _READ_CRDS \
+            else kind in named
+        if absent:
+            return (f": the {kind} CRD ({crd}) is missing — from {versions.text(versions.RULES[rule])} the operator "
+                    f"watches it at start-up and exits without it; a Helm upgrade does not install the CRDs a newer "
+                    "chart adds (apply the chart's crds/ first, or enable its operator.upgradeCRD hook)"), log
+    return "", log
+
+
 @check("OPR-004", L, "operator Deployment is available",
        hint="Without the operator nothing is reconciled: read its pod's log (and --previous after a crash).",
        kubectl="kubectl -n {ns} get deploy,pods -l app=gpu-operator -o wide",
-       detects="operator scaled to 0, crash-looping or missing")
+       detects="operator scaled to 0, crash-looping or missing; a crash-looping operator's own error quoted, and a "
+               "CRD its release watches from start-up that is missing (NVIDIADriver from v23.9, GPUCluster from "
+               "v26.7: a Helm upgrade without the new chart's CRDs) named")
 def operator_available(inp: CheckInput) -> list[Finding]:
     snap = inp.snapshot
     dep = operator_deployment(snap)
@@ -353,14 +397,16 @@ def operator_available(inp: CheckInput) -> list[Finding]:
     if want == 0:
         return [cluster_finding(Status.FAIL, "gpu-operator Deployment is scaled to 0 replicas", **ev)]
     if looping:
-        return [cluster_finding(Status.FAIL,
-                                f"gpu-operator pod {looping[0]} is in CrashLoopBackOff "
-                                f"({restart_count(next(p for p in pods if name_of(p) == looping[0]))} restarts)",
-                                **ev)]
+        pod = next(p for p in pods if name_of(p) == looping[0])
+        why, log = _why_operator_down(inp, pod)
+        return [cluster_finding(Status.FAIL, with_log(f"gpu-operator pod {looping[0]} is in CrashLoopBackOff "
+                                                      f"({restart_count(pod)} restarts){why}", log),
+                                **ev, **({"log": log} if log else {}))]
     if avail < 1:
         states = ", ".join(f"{n} {v['status']}" for n, v in ev["pods"].items()) or "no pods"
-        return [cluster_finding(Status.FAIL, f"gpu-operator Deployment has 0 available replicas "
-                                f"({states})", **ev)]
+        why, log = _why_operator_down(inp, pods[0]) if pods else ("", "")
+        return [cluster_finding(Status.FAIL, with_log(f"gpu-operator Deployment has 0 available replicas "
+                                                      f"({states}){why}", log), **ev)]
     restarts = max((restart_count(p) for p in pods), default=0)
     if restarts > 1:
         return [cluster_finding(Status.WARN,
