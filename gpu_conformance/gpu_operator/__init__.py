@@ -1,5 +1,6 @@
-"""What a GPU Operator install is, release by release: one model read by the simulated operator (sim/install.py,
-sim/profiles.py) and by the unit tests' snapshot factory (tests/factory.py), so the two cannot drift apart.
+"""What a GPU Operator install is, release by release: one model read by the simulated operator
+(sim/operator/install.py, sim/profiles/catalogue.py) and by the unit tests' snapshot factory (tests/factory.py), so
+the two cannot drift apart.
 
 `releases` holds each release's Helm default image tags and the image references built from them; `hardware` the
 GPUs a node can carry (what NVML reports, what the driver branch's CUDA version is); `gpu_node` the GFD

@@ -42,8 +42,8 @@ from typing import Any
 from gpu_conformance import dra_chart
 from gpu_conformance import operands as op
 from gpu_conformance.gpu_operator.clusterpolicy import CHART_CR_LABELS
-from gpu_conformance.sim.nvidia_smi import gpu_name, gpu_uuid
-from gpu_conformance.sim.profiles import GpuHardware, Profile
+from gpu_conformance.sim.profiles.catalogue import GpuHardware, Profile
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_name, gpu_uuid
 
 Obj = dict[str, Any]
 
