@@ -31,6 +31,14 @@ from gpu_conformance.versions import Version
 
 Obj = dict[str, Any]
 
+# The CDI device an NRI-mode operand asks the toolkit's NRI plugin for (object_controls.go setNRIPluginAnnotation).
+MANAGEMENT_CDI_DEVICE = "management.nvidia.com/gpu=all"
+
+
+def nri_annotation(container: str) -> str:
+    """The pod annotation through which NRI mode injects MANAGEMENT_CDI_DEVICE into `container`."""
+    return f"nvidia.cdi.k8s.io/container.{container}"
+
 
 @dataclass(frozen=True)
 class RenderInput:
@@ -153,7 +161,7 @@ def _daemonset(name: str, namespace: str, r: RenderInput, deploy_label: str, *, 
                runtime_class: bool, extra_labels: dict[str, str] | None = None,
                extra_selector: dict[str, str] | None = None, update_strategy: str = "RollingUpdate",
                host_pid: bool = False, clusterpolicy_uid: str | None = None,
-               select_extra_labels: bool = False) -> Obj:
+               select_extra_labels: bool = False, nri_container: str | None = None) -> Obj:
     # spec.daemonsets.labels go on the DaemonSet and on every operand pod (the real v25.3.4/v26.7 do both).
     common = specs.daemonset_labels(r.components.operator)
     ds_labels = {"app": name, **(extra_labels or {}), **common}
@@ -174,9 +182,9 @@ def _daemonset(name: str, namespace: str, r: RenderInput, deploy_label: str, *, 
     annotations: dict[str, str] = {}
     if runtime_class:
         if r.nri:
-            # NRI mode: no RuntimeClass; the toolkit's NRI plugin injects the management CDI device.
-            for c in [*init, *containers]:
-                annotations[f"nvidia.cdi.k8s.io/container.{c['name']}"] = "management.nvidia.com/gpu=all"
+            # NRI mode: no RuntimeClass; the toolkit's NRI plugin injects the management CDI device into the one
+            # container setNRIPluginAnnotation names: the main container, the validator's toolkit-validation.
+            annotations[nri_annotation(nri_container or containers[0]["name"])] = MANAGEMENT_CDI_DEVICE
         else:
             pod_spec["runtimeClassName"] = "nvidia"
     template_meta: Obj = {"labels": pod_labels}
@@ -303,7 +311,7 @@ def operand_daemonsets(r: RenderInput, namespace: str, clusterpolicy_uid: str | 
                           containers=[v_main], volumes=[*driver_mounts[0], val_vol],
                           service_account="nvidia-operator-validator", runtime_class=True,
                           extra_labels={"app.kubernetes.io/part-of": "gpu-operator"}, clusterpolicy_uid=uid,
-                          select_extra_labels=True))
+                          select_extra_labels=True, nri_container="toolkit-validation"))
 
     with_config = r.with_config
     if enabled(op.DEVICE_PLUGIN):
