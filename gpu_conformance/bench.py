@@ -207,8 +207,8 @@ class Bench:
     def install_cpu(self, installer: float, processes: dict[str, float]) -> None:
         """The simulated operator's share of the install's CPU: this process's install code plus its operand and
         status loops, against everything the install ran (control plane and kwok too)."""
-        from gpu_conformance.sim.operator_status import LOOP_NAME
-        from gpu_conformance.sim.real_operator import OPERAND_LOOP
+        from gpu_conformance.sim.operator.real_operator import OPERAND_LOOP
+        from gpu_conformance.sim.operator.status import LOOP_NAME
 
         ours = installer + processes.get(OPERAND_LOOP, 0.0) + processes.get(LOOP_NAME, 0.0)
         total = installer + sum(processes.values())

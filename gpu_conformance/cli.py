@@ -16,7 +16,7 @@ DEFAULT_STATE_DIR = Path(".gpu-conformance-sim")
 
 
 def _sim_up(a: argparse.Namespace) -> int:
-    from gpu_conformance.sim.controlplane import claim_state_dir
+    from gpu_conformance.sim.controlplane.cluster import claim_state_dir
     from gpu_conformance.sim.session import start_sim
 
     state = Path(a.state_dir)
@@ -33,7 +33,7 @@ def _sim_up(a: argparse.Namespace) -> int:
 
 
 def _sim_down(a: argparse.Namespace) -> int:
-    from gpu_conformance.sim.controlplane import stop_state_dir
+    from gpu_conformance.sim.controlplane.cluster import stop_state_dir
 
     state = Path(a.state_dir)
     if not state.exists():
@@ -45,7 +45,7 @@ def _sim_down(a: argparse.Namespace) -> int:
 
 
 def _sim_profiles(a: argparse.Namespace) -> int:
-    from gpu_conformance.sim.profiles import PROFILES
+    from gpu_conformance.sim.profiles.catalogue import PROFILES
 
     for name, p in PROFILES.items():
         print(f"{name}\t{p.description}")
@@ -53,7 +53,7 @@ def _sim_profiles(a: argparse.Namespace) -> int:
 
 
 def _sim_faults(a: argparse.Namespace) -> int:
-    from gpu_conformance.sim.faults import FAULTS
+    from gpu_conformance.sim.operator.faults import FAULTS
 
     for name, f in FAULTS.items():
         print(f"{name}\t{f.description}")

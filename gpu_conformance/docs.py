@@ -11,8 +11,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def sections() -> dict[str, str]:
     from gpu_conformance import catalogue
-    from gpu_conformance.sim import faults
-
+    from gpu_conformance.sim.operator import faults
     return {"checks": catalogue.markdown_table(), "faults": faults.markdown_table()}
 
 

@@ -80,7 +80,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     if "error" not in _binaries:
         from gpu_conformance.go_build import GoNotFoundError
-        from gpu_conformance.sim.binaries import ensure_binaries
+        from gpu_conformance.sim.builds.binaries import ensure_binaries
 
         try:
             ensure_binaries()
@@ -104,8 +104,7 @@ def _kind_setup() -> None:
 def fake_gpu_bins() -> Path:
     """The node binaries' directory (kubelet, containerd and the fake-GPU binaries), built once if needed."""
     from gpu_conformance.errors import ConformanceError
-    from gpu_conformance.sim import node_binaries as nodebin
-
+    from gpu_conformance.sim.builds import node_binaries as nodebin
     try:
         return nodebin.ensure_binaries()
     except ConformanceError as exc:

@@ -26,7 +26,7 @@ from real_case_loader import ClusterState
 from gpu_conformance.cluster.connect import raw_request
 from gpu_conformance.cluster.retry_after import while_busy
 from gpu_conformance.cluster.snapshot import name_of
-from gpu_conformance.sim import install
+from gpu_conformance.sim.operator import install
 
 Obj = dict[str, Any]
 LOOPBACK = "127.0.0.1"

@@ -247,8 +247,7 @@ def test_api_errors_keep_their_http_status(status: int) -> None:
 def test_binary_builder_entry_points_fail_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     # Every `python -m gpu_conformance.sim...binaries` shares errors.cli_main: the error is one line, its exit code.
-    from gpu_conformance.sim import binaries
-
+    from gpu_conformance.sim.builds import binaries
     monkeypatch.setenv(binaries.BIN_DIR_ENV, str(tmp_path))  # a prebuilt dir without the binaries
     assert binaries.main([]) == binaries.BinariesError.exit_code
     out, err = capsys.readouterr()

@@ -54,7 +54,7 @@ def test_cronjob_static_facts() -> None:
 
 @pytest.fixture(scope="module")
 def kubectl() -> Iterator[list[str]]:
-    from gpu_conformance.sim.binaries import ensure_binaries
+    from gpu_conformance.sim.builds.binaries import ensure_binaries
     from gpu_conformance.sim.session import start_sim
 
     booted = start_sim(gpu_nodes=1, cpu_nodes=0, quiet=True)

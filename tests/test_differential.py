@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from test_fault_matrix import run_suite
 
-from gpu_conformance.sim.faults import FAULTS
+from gpu_conformance.sim.operator.faults import FAULTS
 
 pytestmark = [pytest.mark.sim, pytest.mark.realop]
 ALL_DIFFERENTIAL = [name for name, f in FAULTS.items() if not f.simulated_only]
@@ -29,8 +29,8 @@ DIFFERENTIAL = (ALL_DIFFERENTIAL if os.environ.get("GPU_CONFORMANCE_DIFFERENTIAL
 
 @pytest.fixture(scope="module", autouse=True)
 def _real_operator_built() -> None:
-    from gpu_conformance.sim import operator_module
-    from gpu_conformance.sim.binaries import binaries_available
+    from gpu_conformance.sim.builds import operator_module
+    from gpu_conformance.sim.builds.binaries import binaries_available
 
     if not binaries_available():
         pytest.skip("simulated cluster binaries not built")

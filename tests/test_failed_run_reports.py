@@ -64,7 +64,7 @@ def test_early_failure_replaces_the_earlier_verdict(tmp_path: Path, args: tuple[
 
 @pytest.mark.sim
 def test_operator_not_installed_replaces_the_earlier_verdict(tmp_path: Path) -> None:
-    from gpu_conformance.sim.controlplane import SimCluster
+    from gpu_conformance.sim.controlplane.cluster import SimCluster
 
     earlier_pass(tmp_path / "r")
     with SimCluster() as bare:  # a cluster without the GPU Operator

@@ -13,11 +13,11 @@ import pytest
 
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.go_build import go_env
-from gpu_conformance.sim import dra as simdra
-from gpu_conformance.sim import fakegpu
+from gpu_conformance.sim.fakegpu import stack as fakegpu
 from gpu_conformance.sim.kind import dra_driver
-from gpu_conformance.sim.nvidia_smi import gpu_uuid
-from gpu_conformance.sim.profiles import H100
+from gpu_conformance.sim.operator import dra as simdra
+from gpu_conformance.sim.profiles.catalogue import H100
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_uuid
 
 NODE = "kind-worker"
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from gpu_conformance import gotools
-from gpu_conformance.sim import fakegpu, fakenvml
-from gpu_conformance.sim.profiles import A100, H100, T4, GpuHardware, cuda_version_for_driver, get_profile
+from gpu_conformance.sim.fakegpu import nvml as fakenvml
+from gpu_conformance.sim.fakegpu import stack as fakegpu
+from gpu_conformance.sim.profiles.catalogue import A100, H100, T4, GpuHardware, cuda_version_for_driver, get_profile
 
 NODE = "gpu-node-7"
 RECORDED_CALLS = Path(__file__).parent / "data" / "nvml-calls" / "nvidia-ctk-cdi-generate.txt"
@@ -86,7 +87,7 @@ def test_the_library_answers_from_the_gpu_table_as_the_simulated_cluster_does(nv
         assert (mig.value, pending.value) == (0, 0)
         pci = PciInfo()
         assert nvml.nvmlDeviceGetPciInfo_v3(dev, ctypes.byref(pci)) == 0
-        # The DRA tier's pciBusID of the same GPU (sim/dra.py), in NVML's 8-digit-domain spelling.
+        # The DRA tier's pciBusID of the same GPU (sim/operator/dra.py), in NVML's 8-digit-domain spelling.
         assert pci.busId.decode().lower() == f"00000000:{0x18 + 0x10 * i:02x}:00.0"
         mem = Memory()
         assert nvml.nvmlDeviceGetMemoryInfo(dev, ctypes.byref(mem)) == 0

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_conformance.sim import fakegpu
-from gpu_conformance.sim.nvidia_smi import gpu_uuid
+from gpu_conformance.sim.fakegpu import stack as fakegpu
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_uuid
 
 NODE = "kind-worker"
 

@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from gpu_conformance.probe.output import parse_probe_output
-from gpu_conformance.sim import fakegpu, oci
-from gpu_conformance.sim.nvidia_smi import gpu_uuid
+from gpu_conformance.sim.builds import oci
+from gpu_conformance.sim.fakegpu import stack as fakegpu
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_uuid
 
 SMI = fakegpu.FIXTURE_DIR / "nvidia-smi"
 DOCKERFILE = fakegpu.FIXTURE_DIR / "Dockerfile"

@@ -4,7 +4,7 @@ Per fault: a simulated cluster of the fault's profile, the fault injected throug
 suite run (probe included), and the conformance.json it produces held against the declaration: the
 failing checks are exactly the declared ones, affected nodes have the declared root-cause layer with every
 later layer blocked, unaffected nodes pass everything. The cluster is the profile's reused one, put back to
-its installed objects after each fault (sim/reuse.py, sim/restore.py), unless the fault is marked `fresh`.
+its installed objects after each fault (sim/reuse.py, sim/controlplane/restore.py), unless the fault is marked `fresh`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from gpu_conformance import catalogue
 from gpu_conformance.model import LAYER_ORDER
-from gpu_conformance.sim.faults import CLUSTER, FAULTS, Fault
+from gpu_conformance.sim.operator.faults import CLUSTER, FAULTS, Fault
 from gpu_conformance.sim.reuse import ClusterPool, fresh_cluster
 from gpu_conformance.verdict import CONFORMANT
 
@@ -53,7 +53,7 @@ def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path,
               operator: str = "sim", pool: ClusterPool | None = None) -> dict:
     from gpu_conformance.session import ConformanceRun
     from gpu_conformance.settings import Settings
-    from gpu_conformance.sim.kube_client import Kube
+    from gpu_conformance.sim.services.kube_client import Kube
 
     cluster = pool.cluster if pool is not None else fresh_cluster
     with cluster(profile, faults, gpu_nodes=gpu_nodes, operator=operator) as booted:

@@ -63,7 +63,7 @@ def test_product_code_reaches_the_simulation_only_through_the_target_table() -> 
 
 def test_the_simulation_does_not_use_the_checks() -> None:
     # The simulated operator must not be written from the checks it is meant to test.
-    bad = {p.name: offending(p, ("gpu_conformance.checks",)) for p in (PKG / "sim").glob("*.py")}
+    bad = {p.name: offending(p, ("gpu_conformance.checks",)) for p in (PKG / "sim").rglob("*.py")}
     assert not {k: v for k, v in bad.items() if v}
 
 
@@ -178,6 +178,6 @@ def test_no_module_takes_another_modules_private_names() -> None:
 
 def test_the_private_name_guard_sees_both_spellings(tmp_path: Path) -> None:
     f = tmp_path / "x.py"
-    f.write_text("from gpu_conformance.sim.binaries import _build\nfrom gpu_conformance.sim import binaries as b\n"
-                 "b._go_env()\n")
-    assert private_imports(f) == ["b._go_env", "gpu_conformance.sim.binaries._build"]
+    f.write_text("from gpu_conformance.sim.builds.binaries import _build\n"
+                 "from gpu_conformance.sim.builds import binaries as b\nb._go_env()\n")
+    assert private_imports(f) == ["b._go_env", "gpu_conformance.sim.builds.binaries._build"]

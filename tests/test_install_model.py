@@ -17,8 +17,8 @@ from gpu_conformance.cluster.snapshot import name_of
 from gpu_conformance.gpu_operator import operand_specs as specs
 from gpu_conformance.gpu_operator.releases import COMPONENTS, components_for, images
 from gpu_conformance.operands import GFD
-from gpu_conformance.sim import install
-from gpu_conformance.sim.profiles import PROFILES
+from gpu_conformance.sim.operator import install
+from gpu_conformance.sim.profiles.catalogue import PROFILES
 
 SIMULATED = ["v25.3.4", "v25.10.0", "v25.10.1", "v26.3.0", "v26.3.3", "v26.7.0"]
 

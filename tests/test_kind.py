@@ -28,7 +28,7 @@ import yaml
 from gpu_conformance.model import Status
 from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE, Settings
-from gpu_conformance.sim import fakegpu
+from gpu_conformance.sim.fakegpu import stack as fakegpu
 from gpu_conformance.sim.kind import docker as kdocker
 from gpu_conformance.sim.kind import nvidia_cdi, suiteimage
 from gpu_conformance.sim.kind import operator as kindop
@@ -40,7 +40,7 @@ from gpu_conformance.sim.kind.cluster import (
     KindCluster,
     read_sysctls,
 )
-from gpu_conformance.sim.nvidia_smi import gpu_uuid
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_uuid
 from gpu_conformance.targets import TARGETS
 
 
@@ -965,7 +965,7 @@ def test_a_second_kind_tier_is_refused_while_one_runs(tmp_path: Path, monkeypatc
 
 
 def test_image_archives_are_cached_by_content(tmp_path: Path) -> None:
-    from gpu_conformance.sim import oci
+    from gpu_conformance.sim.builds import oci
     from gpu_conformance.sim.kind import nodeimage
 
     src = tmp_path / "bin"

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from gpu_conformance.go_build import GoNotFoundError, repo_root
-from gpu_conformance.sim import binaries as simbin
-from gpu_conformance.sim import oci
+from gpu_conformance.sim.builds import binaries as simbin
+from gpu_conformance.sim.builds import oci
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import nodeimage
 

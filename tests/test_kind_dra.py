@@ -24,7 +24,7 @@ from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import Settings
 from gpu_conformance.sim.kind import dra_driver
 from gpu_conformance.sim.kind.cluster import KindCluster
-from gpu_conformance.sim.nvidia_smi import gpu_uuid
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_uuid
 
 
 def test_the_dra_driver_is_installed_under_the_charts_names() -> None:

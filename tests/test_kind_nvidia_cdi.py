@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpu_conformance import gotools
-from gpu_conformance.sim import fakegpu, fakenvml
+from gpu_conformance.sim.fakegpu import nvml as fakenvml
+from gpu_conformance.sim.fakegpu import stack as fakegpu
 from gpu_conformance.sim.kind import nvidia_cdi
 
 NODE = "gpu-conformance-worker"

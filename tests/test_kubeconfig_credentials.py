@@ -124,7 +124,7 @@ def test_hanging_exec_plugin_ends_the_run_in_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_no_key_left_in_tmpdir_when_a_run_is_killed(sig: signal.Signals, tmp_path: Path) -> None:
     """A real run against the simulated cluster (cert kubeconfig), killed while the probe waits."""
-    from gpu_conformance.sim.kube_client import Kube
+    from gpu_conformance.sim.services.kube_client import Kube
     from gpu_conformance.sim.session import start_sim
 
     tmpdir = tmp_path / "private-tmpdir"
@@ -181,7 +181,7 @@ def test_without_memfd_credentials_live_in_a_private_dir_removed_on_close(tmp_pa
 def test_sigkilled_sim_run_is_reaped_by_the_next_one(tmp_path: Path) -> None:
     """SIGKILL cannot be caught: a --cluster=sim run leaves its temporary state dir (the sim's keys) and its
     processes. The next simulated cluster started from the same $TMPDIR stops and removes them."""
-    from gpu_conformance.sim.controlplane import PIDS_FILE, reap_orphaned_temp_dirs
+    from gpu_conformance.sim.controlplane.cluster import PIDS_FILE, reap_orphaned_temp_dirs
 
     tmpdir = tmp_path / "private-tmpdir"
     tmpdir.mkdir()

@@ -51,7 +51,7 @@ def history(reports: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_fault_between_nights_is_a_regression_with_a_first_night(tmp_path: Path) -> None:
-    from gpu_conformance.sim import faults
+    from gpu_conformance.sim.operator import faults
     from gpu_conformance.sim.session import start_sim
 
     reports = tmp_path / "reports"

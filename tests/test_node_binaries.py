@@ -1,4 +1,5 @@
-"""The node binaries' host side (gpu_conformance/sim/node_binaries.py): the static busybox the images are made of."""
+"""The node binaries' host side (gpu_conformance/sim/builds/node_binaries.py): the static
+busybox the images are made of."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_conformance.sim import node_binaries as nodebin
+from gpu_conformance.sim.builds import node_binaries as nodebin
 
 
 def test_static_elf_detection(tmp_path: Path) -> None:

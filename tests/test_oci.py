@@ -1,4 +1,5 @@
-"""OCI image archives written without Docker or a registry (gpu_conformance/sim/oci.py), as the kind tier loads them."""
+"""OCI image archives written without Docker or a registry (gpu_conformance/sim/builds/oci.py), as the kind
+tier loads them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import tarfile
 from pathlib import Path
 
-from gpu_conformance.sim import oci
+from gpu_conformance.sim.builds import oci
 
 
 def test_oci_archive_is_a_consistent_image_layout(tmp_path: Path) -> None:

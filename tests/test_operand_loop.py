@@ -11,11 +11,11 @@ from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance import operands as op
 from gpu_conformance.cluster.podstate import pod_status_text
-from gpu_conformance.sim import install as inst
-from gpu_conformance.sim import operand_loop as ol
-from gpu_conformance.sim import pod_states
-from gpu_conformance.sim.kwok_nodes import node_object
-from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.operator import install as inst
+from gpu_conformance.sim.operator import operand_loop as ol
+from gpu_conformance.sim.operator import pod_states
+from gpu_conformance.sim.operator.kwok_nodes import node_object
+from gpu_conformance.sim.profiles.catalogue import get_profile
 
 Obj = dict[str, Any]
 NODE = "gpu-node-0"

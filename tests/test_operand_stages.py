@@ -19,8 +19,8 @@ import pytest
 
 from gpu_conformance import operands as op
 from gpu_conformance.cluster.podstate import pod_status_text
-from gpu_conformance.sim import operand_loop as hosts
-from gpu_conformance.sim import pod_states
+from gpu_conformance.sim.operator import operand_loop as hosts
+from gpu_conformance.sim.operator import pod_states
 
 pytestmark = pytest.mark.sim
 NEW = "gpu-node-1"
@@ -33,8 +33,7 @@ def booted(request: pytest.FixtureRequest) -> Iterator[tuple[Any, str]]:
 
     operator = request.param
     if operator == "real":
-        from gpu_conformance.sim import operator_module
-
+        from gpu_conformance.sim.builds import operator_module
         if os.geteuid() != 0:
             pytest.skip("the real operator needs root (private mount namespace)")
         try:

@@ -32,7 +32,7 @@ from gpu_conformance.probe import run as probe_module
 from gpu_conformance.probe.manifests import RUN_LABEL
 from gpu_conformance.probe.run import LOG_LIMIT_BYTES
 from gpu_conformance.settings import Settings
-from gpu_conformance.sim.kube_client import Kube
+from gpu_conformance.sim.services.kube_client import Kube
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[1]
@@ -274,8 +274,8 @@ def test_api_server_outage_mid_probe(sim: Any, admin: Kube, tmp_path: Path, monk
 
 
 def test_probe_logs_are_read_with_a_byte_bound_and_stored_once(sim: Any, tmp_path: Path) -> None:
-    from gpu_conformance.sim.profiles import PROFILES
-    from gpu_conformance.sim.reconcile import probe_output
+    from gpu_conformance.sim.operator.reconcile import probe_output
+    from gpu_conformance.sim.profiles.catalogue import PROFILES
 
     good = probe_output(PROFILES["default"])
     sim.cluster.write_container_log("gpu-probe", good + ("x" * 200 + "\n") * 1000)

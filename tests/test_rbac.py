@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from gpu_conformance.errors import ClusterAccessError
 from gpu_conformance.probe.claims import RESOURCE_API, template_manifest
 from gpu_conformance.probe.manifests import RUN_LABEL, SHARED_NAMESPACE
-from gpu_conformance.sim.kube_client import Kube
+from gpu_conformance.sim.services.kube_client import Kube
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[1]

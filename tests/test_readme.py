@@ -1,7 +1,7 @@
 """The README's tables are generated from the catalogue and the fault list; they must not drift."""
 
 from gpu_conformance import catalogue, docs
-from gpu_conformance.sim.faults import FAULTS
+from gpu_conformance.sim.operator.faults import FAULTS
 
 
 def test_readme_tables_are_current() -> None:

@@ -21,7 +21,7 @@ import pytest
 from real_case_apiserver import CaseWriter, LogServer
 from real_case_loader import Case, ClusterState, NodeExpectation, build, case_files, load_case
 
-from gpu_conformance.sim.controlplane import SimCluster
+from gpu_conformance.sim.controlplane.cluster import SimCluster
 
 REPO = Path(__file__).resolve().parent.parent
 # The releases the cases run at, oldest (no status conditions, no driver component label) to newest.

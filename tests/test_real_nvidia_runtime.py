@@ -1,6 +1,6 @@
 """The kind tier's fake NVIDIA runtime against NVIDIA's nvidia-container-runtime v1.20.2 in CDI mode.
 
-Both run `create` on the same bundle and the same node files (sim/nvidia_runtime.py), each exec'ing a recording
+Both run `create` on the same bundle and the same node files (sim/fakegpu/nvidia_runtime.py), each exec'ing a recording
 runc; what each handed runc must agree. The real runtime is the reference: the fake must make its device nodes,
 cgroup rules, mounts and hooks exactly. Where the fake is legacy mode by design, the test asserts the difference
 itself (env, "none"); see the fake's main.go header.
@@ -18,9 +18,9 @@ import pytest
 
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.gotools import NVIDIA_CONTAINER_RUNTIME, ensure_tool
-from gpu_conformance.sim import fakegpu
-from gpu_conformance.sim import node_binaries as nodebin
-from gpu_conformance.sim import nvidia_runtime as nr
+from gpu_conformance.sim.builds import node_binaries as nodebin
+from gpu_conformance.sim.fakegpu import nvidia_runtime as nr
+from gpu_conformance.sim.fakegpu import stack as fakegpu
 from gpu_conformance.sim.kind import operator as kindop
 
 # NVIDIA's own runtime beside ours, in real bundles: a real-component tier, slow.

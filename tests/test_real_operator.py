@@ -11,10 +11,11 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance.errors import ConformanceError, UsageError
-from gpu_conformance.sim import operator_module, real_operator
-from gpu_conformance.sim.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
-from gpu_conformance.sim.operand_loop import OperandSim
-from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.builds import operator_module
+from gpu_conformance.sim.controlplane.cluster import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
+from gpu_conformance.sim.operator import real_operator
+from gpu_conformance.sim.operator.operand_loop import OperandSim
+from gpu_conformance.sim.profiles.catalogue import get_profile
 
 Obj = dict[str, Any]
 
@@ -141,7 +142,7 @@ def test_gfd_labels_while_its_pod_runs() -> None:
 @pytest.mark.sim
 @pytest.mark.realop
 def test_real_operator_cluster_is_conformant_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    from gpu_conformance.sim.binaries import binaries_available
+    from gpu_conformance.sim.builds.binaries import binaries_available
     from gpu_conformance.sim.session import start_sim
 
     if not binaries_available():
@@ -185,7 +186,7 @@ def test_real_operator_cluster_is_conformant_and_leaves_nothing_behind(tmp_path:
 def test_operator_process_pauses_with_its_pod() -> None:
     import subprocess
 
-    from gpu_conformance.sim.operand_loop import OperatorPause
+    from gpu_conformance.sim.operator.operand_loop import OperatorPause
 
     def state(pid: int, want: str = "T") -> str:
         # Signals are delivered asynchronously: give the kernel a moment to reach the wanted state.

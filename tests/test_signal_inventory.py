@@ -16,7 +16,7 @@ import yaml
 
 from gpu_conformance import catalogue, inventory, operands, versions
 from gpu_conformance.inventory import Signal
-from gpu_conformance.sim import operator_module
+from gpu_conformance.sim.builds import operator_module
 
 INV = inventory.load()
 T = versions.text
@@ -86,7 +86,7 @@ def _assets() -> tuple[Path, versions.Version]:
     module = operator_module.cached_module_dir()
     if module is None:
         pytest.skip(f"the GPU Operator's Go module {operator_module.MODULE}@{operator_module.MODULE_VERSION} is not "
-                    "in the Go module cache (fetch it with: python -m gpu_conformance.sim.binaries)")
+                    "in the Go module cache (fetch it with: python -m gpu_conformance.sim.builds.binaries)")
     version = versions.parse(operator_module.OPERATOR_VERSION)
     assert version is not None
     return module / "assets", version

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_conformance.sim.chart import ChartRenderError, Renderer, clusterpolicy_from_module
+from gpu_conformance.sim.operator.chart import ChartRenderError, Renderer, clusterpolicy_from_module
 
 CHART = {"Name": "gpu-operator", "Version": "v25.3.4", "AppVersion": "v25.3.4"}
 

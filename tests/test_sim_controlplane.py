@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 import pytest
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from gpu_conformance.sim import binaries
-from gpu_conformance.sim.controlplane import (
+from gpu_conformance.sim.builds import binaries
+from gpu_conformance.sim.controlplane.cluster import (
     CONTEXT_NAME,
     KWOK_NODE_ANNOTATION,
     PIDS_FILE,
@@ -364,7 +364,7 @@ def test_stop_leaves_no_process_port_or_dir(bin_dir: Path) -> None:
 _RUNNER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from gpu_conformance.sim.controlplane import SimCluster
+    from gpu_conformance.sim.controlplane.cluster import SimCluster
 
     mode, bin_dir = sys.argv[1], Path(sys.argv[2])
     def report(c):

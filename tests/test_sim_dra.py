@@ -1,8 +1,8 @@
 """The DRA models on the simulated cluster: the kubelet plugin publishes each GPU node's ResourceSlice, the real
 kube-scheduler (v1.36, DRA GA) allocates a ResourceClaim from it, and the claim pod runs seeing the GPU it got.
 
-Objects and attributes: sim/dra.py (NVIDIA/gpu-operator v26.7.0 manifests/state-dra-driver, NVIDIA/k8s-dra-driver-gpu
-cmd/gpu-kubelet-plugin).
+Objects and attributes: sim/operator/dra.py (NVIDIA/gpu-operator v26.7.0 manifests/state-dra-driver,
+NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 from gpu_conformance import dra_chart
 from gpu_conformance.cluster.connect import raw_request
 from gpu_conformance.probe.output import ProbeOutput, parse_probe_output
-from gpu_conformance.sim import dra
-from gpu_conformance.sim.kube_client import Kube
-from gpu_conformance.sim.nvidia_smi import gpu_uuid
-from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.operator import dra
+from gpu_conformance.sim.profiles.catalogue import get_profile
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_uuid
+from gpu_conformance.sim.services.kube_client import Kube
 
 pytestmark = pytest.mark.sim
 NS = "dra-claims"

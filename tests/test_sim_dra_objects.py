@@ -6,10 +6,10 @@ from gpu_conformance import dra_chart
 from gpu_conformance import operands as op
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.probe.output import parse_probe_output
-from gpu_conformance.sim import dra
-from gpu_conformance.sim import install as inst
-from gpu_conformance.sim.nvidia_smi import claim_probe_output, gpu_uuid
-from gpu_conformance.sim.profiles import H100, get_profile
+from gpu_conformance.sim.operator import dra
+from gpu_conformance.sim.operator import install as inst
+from gpu_conformance.sim.profiles.catalogue import H100, get_profile
+from gpu_conformance.sim.profiles.nvidia_smi import claim_probe_output, gpu_uuid
 
 NODES = ["gpu-node-0", "gpu-node-1"]
 

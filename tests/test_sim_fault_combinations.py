@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpu_conformance.sim import faults
-from gpu_conformance.sim.faults import FaultCombinationError, apply_all
+from gpu_conformance.sim.operator import faults
+from gpu_conformance.sim.operator.faults import FaultCombinationError, apply_all
 
 SIM = SimpleNamespace(log_writer=None)  # what the fake faults below see of the simulated install
 

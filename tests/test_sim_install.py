@@ -19,9 +19,9 @@ import pytest
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import has_nfd_gpu_label
 from gpu_conformance.probe.output import parse_probe_output
-from gpu_conformance.sim import install as inst
-from gpu_conformance.sim.nvidia_smi import gpu_uuid, mig_uuid, node_nvidia_smi_L, nvidia_smi_L, probe_output
-from gpu_conformance.sim.profiles import PROFILES, Profile, get_profile
+from gpu_conformance.sim.operator import install as inst
+from gpu_conformance.sim.profiles.catalogue import PROFILES, Profile, get_profile
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_uuid, mig_uuid, node_nvidia_smi_L, nvidia_smi_L, probe_output
 
 GPU = ["gpu-node-0", "gpu-node-1", "gpu-node-2"]
 CPU = ["cpu-node-0"]
@@ -492,8 +492,7 @@ sim = pytest.mark.sim
 
 @pytest.fixture(scope="module")
 def bin_dir() -> Path:
-    from gpu_conformance.sim import binaries
-
+    from gpu_conformance.sim.builds import binaries
     try:
         return binaries.ensure_binaries()
     except Exception as exc:  # no Go toolchain / binaries on this machine
@@ -501,15 +500,15 @@ def bin_dir() -> Path:
 
 
 def _cluster(bin_dir: Path) -> Any:
-    from gpu_conformance.sim.controlplane import SimCluster
-    from gpu_conformance.sim.reconcile import LOG_CONTAINERS
+    from gpu_conformance.sim.controlplane.cluster import SimCluster
+    from gpu_conformance.sim.operator.reconcile import LOG_CONTAINERS
 
     return SimCluster(bin_dir=bin_dir, log_containers=LOG_CONTAINERS)
 
 
 @pytest.fixture(scope="module")
 def default_install(bin_dir: Path) -> Iterator[tuple[Any, Any]]:
-    from gpu_conformance.sim.reconcile import install
+    from gpu_conformance.sim.operator.reconcile import install
 
     with _cluster(bin_dir) as cluster:
         result = install(cluster.api_client(), "default", gpu_nodes=3, cpu_nodes=1,
@@ -518,7 +517,7 @@ def default_install(bin_dir: Path) -> Iterator[tuple[Any, Any]]:
 
 
 def _kube(result: Any) -> Any:
-    from gpu_conformance.sim.kube_client import Kube
+    from gpu_conformance.sim.services.kube_client import Kube
 
     return Kube(result.client)
 
@@ -624,7 +623,7 @@ def _raw_log(kube: Any, pod: str, container: str) -> str:
 @pytest.mark.parametrize("profile", ["host-driver", "preinstalled-driver", "v25.3-no-cdi", "mig-mixed",
                                      "time-slicing", "cdi-nri", "v26.7"])
 def test_sim_profile_distinguishing_facts(bin_dir: Path, profile: str) -> None:
-    from gpu_conformance.sim.reconcile import install
+    from gpu_conformance.sim.operator.reconcile import install
 
     with _cluster(bin_dir) as cluster:
         result = install(cluster.api_client(), profile, gpu_nodes=2, cpu_nodes=1,
@@ -681,7 +680,7 @@ def test_sim_profile_distinguishing_facts(bin_dir: Path, profile: str) -> None:
 @sim
 def test_sim_install_timing_default_and_50_nodes(bin_dir: Path, default_install: tuple[Any, Any]) -> None:
     """Install must stay fast enough for a per-test cluster; report the figures."""
-    from gpu_conformance.sim.reconcile import install
+    from gpu_conformance.sim.operator.reconcile import install
 
     _, small = default_install
     with _cluster(bin_dir) as cluster:
@@ -699,6 +698,6 @@ def test_sim_install_timing_default_and_50_nodes(bin_dir: Path, default_install:
 def test_install_deadline_grows_with_the_node_count() -> None:
     # Issue 14: a fixed 90 s made `sim up --gpu-nodes 1000` fail; the staged install did not finish in 1,226 s
     # at load 8-14.
-    from gpu_conformance.sim.reconcile import install_timeout
+    from gpu_conformance.sim.operator.reconcile import install_timeout
 
     assert install_timeout(4) == 90 and install_timeout(1001) > 1226

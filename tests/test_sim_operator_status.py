@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpu_conformance.sim import operator_status as st
+from gpu_conformance.sim.operator import status as st
 
 Obj = dict[str, Any]
 NOW = "2026-12-02T00:00:00Z"
@@ -102,7 +102,7 @@ def test_no_gpu_nodes_and_no_nfd_labels_stay_ready() -> None:
 # ---- against a simulated control plane -----------------------------------------------------------
 @pytest.fixture(scope="module")
 def booted() -> Iterator[Any]:
-    from gpu_conformance.sim.binaries import binaries_available
+    from gpu_conformance.sim.builds.binaries import binaries_available
     from gpu_conformance.sim.session import start_sim
 
     if not binaries_available():
@@ -122,7 +122,7 @@ def _cp(kube: Any) -> Obj:
 def test_sim_writes_only_what_the_real_crd_accepts(booted: Any) -> None:
     from kubernetes.client.exceptions import ApiException
 
-    from gpu_conformance.sim.kube_client import Kube
+    from gpu_conformance.sim.services.kube_client import Kube
 
     kube = Kube(booted.cluster.api_client())
     bad = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "typo"},
@@ -137,8 +137,8 @@ def test_sim_writes_only_what_the_real_crd_accepts(booted: Any) -> None:
 
 @pytest.mark.sim
 def test_sim_status_follows_the_pods_through_the_loop(booted: Any) -> None:
-    from gpu_conformance.sim import pod_states
-    from gpu_conformance.sim.kube_client import Kube
+    from gpu_conformance.sim.operator import pod_states
+    from gpu_conformance.sim.services.kube_client import Kube
 
     kube = Kube(booted.cluster.api_client())
     assert _cp(kube)["status"]["state"] == "ready"

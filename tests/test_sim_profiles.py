@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_fault_matrix import run_suite
 
-from gpu_conformance.sim.profiles import PROFILES
+from gpu_conformance.sim.profiles.catalogue import PROFILES
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[1]
@@ -81,8 +81,8 @@ def test_readme_first_command_and_sim_up_agree(tmp_path: Path) -> None:
 
 
 def test_operator_not_installed_is_one_line_and_exit_6(tmp_path: Path) -> None:
-    from gpu_conformance.sim.binaries import ensure_binaries
-    from gpu_conformance.sim.controlplane import SimCluster
+    from gpu_conformance.sim.builds.binaries import ensure_binaries
+    from gpu_conformance.sim.controlplane.cluster import SimCluster
 
     with SimCluster(bin_dir=ensure_binaries()) as cluster:
         proc = _pytest("--cluster", f"--kubeconfig={cluster.kubeconfig}", f"--report-dir={tmp_path}")
@@ -122,7 +122,7 @@ def test_probe_cleans_up_on_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpu_conformance.cluster.connect import connect
     from gpu_conformance.cluster.reader import read_snapshot
     from gpu_conformance.settings import Settings
-    from gpu_conformance.sim.kube_client import Kube
+    from gpu_conformance.sim.services.kube_client import Kube
     from gpu_conformance.sim.session import start_sim
 
     booted = start_sim(quiet=True)

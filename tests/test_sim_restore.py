@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from polling import wait_for
 
-from gpu_conformance.sim.restore import Capture, Resource, differences
+from gpu_conformance.sim.controlplane.restore import Capture, Resource, differences
 
 PODS = Resource("/api/v1/pods", "Pod", True, True)
 NODES = Resource("/api/v1/nodes", "Node", False, True)
@@ -95,10 +95,10 @@ KINDS_OF_CHANGE = ("nfd-worker-missing", "gpu-node-runtime-down", "device-plugin
 
 @pytest.mark.sim
 def test_undo_leaves_the_objects_of_the_fresh_install() -> None:
-    from gpu_conformance.sim.faults import FAULTS, apply_all
-    from gpu_conformance.sim.kube_client import Kube
-    from gpu_conformance.sim.operator_status import settle
-    from gpu_conformance.sim.restore import capture, undo
+    from gpu_conformance.sim.controlplane.restore import capture, undo
+    from gpu_conformance.sim.operator.faults import FAULTS, apply_all
+    from gpu_conformance.sim.operator.status import settle
+    from gpu_conformance.sim.services.kube_client import Kube
     from gpu_conformance.sim.session import start_sim
 
     assert not any(FAULTS[f].fresh for f in KINDS_OF_CHANGE)
@@ -130,7 +130,6 @@ def test_undo_leaves_the_objects_of_the_fresh_install() -> None:
 @pytest.mark.sim
 def test_a_fault_that_is_not_undone_sends_the_next_one_to_a_fresh_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpu_conformance.sim import reuse
-
     pool = reuse.ClusterPool()
     try:
         with pool.cluster("default", ["unhealthy-devices"]):

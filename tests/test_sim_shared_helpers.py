@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim.failed_start import cleaned_up_on_failure
-from gpu_conformance.sim.json_tree import without
+from gpu_conformance.sim.services.failed_start import cleaned_up_on_failure
+from gpu_conformance.sim.services.json_tree import without
 
 
 class StartError(ConformanceError):

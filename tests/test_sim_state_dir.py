@@ -10,7 +10,7 @@ import pytest
 
 from gpu_conformance.cli import main
 from gpu_conformance.errors import EXIT_USAGE
-from gpu_conformance.sim.controlplane import (
+from gpu_conformance.sim.controlplane.cluster import (
     MARKER_FILE,
     PIDS_FILE,
     StateDirError,
@@ -115,8 +115,8 @@ def test_orphaned_temporary_state_dirs_of_dead_runs_are_reaped(tmp_path: Path) -
 
 def test_operator_process_logs_go_with_the_state_dir(tmp_path: Path) -> None:
     # The status loop of the simulated operator and the real operator's processes log into the state dir.
-    from gpu_conformance.sim.operator_status import LOOP_NAME
-    from gpu_conformance.sim.real_operator import OPERAND_LOOP, PROCESS
+    from gpu_conformance.sim.operator.real_operator import OPERAND_LOOP, PROCESS
+    from gpu_conformance.sim.operator.status import LOOP_NAME
 
     state = tmp_path / "new"
     claim_state_dir(state)

@@ -50,7 +50,7 @@ def test_one_line_errors_carry_no_escape_sequence() -> None:
 @pytest.mark.sim
 def test_hostile_probe_log_does_not_reach_the_terminal(tmp_path: Path) -> None:
     """A real run on the simulated cluster whose probe log carries the payload (PRB-003 quotes it)."""
-    from gpu_conformance.sim.faults import PROBE_LOG
+    from gpu_conformance.sim.operator.faults import PROBE_LOG
     from gpu_conformance.sim.session import start_sim
 
     booted = start_sim(quiet=True, gpu_nodes=1, cpu_nodes=0)

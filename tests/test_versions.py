@@ -29,7 +29,7 @@ def test_since_is_unknown_for_an_unknown_version() -> None:
 
 def test_not_ready_separator_changed_in_v26_7() -> None:
     # v26.3.3 clusterpolicy_controller.go:178 still writes ", states not ready"; v26.7 writes "; states".
-    from gpu_conformance.sim.operator_status import not_ready_message
+    from gpu_conformance.sim.operator.status import not_ready_message
 
     assert not_ready_message("v26.3.3", ["state-driver"]).startswith("ClusterPolicy is not ready, states")
     assert not_ready_message("v26.7.0", ["state-driver"]).startswith("ClusterPolicy is not ready; states")

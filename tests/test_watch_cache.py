@@ -1,4 +1,5 @@
-"""The simulated kubelet's LIST+WATCH copy (sim/watch_cache.py) against a real kube-apiserver (etcd + apiserver)."""
+"""The simulated kubelet's LIST+WATCH copy (sim/services/watch_cache.py) against a real
+kube-apiserver (etcd + apiserver)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from gpu_conformance.sim.controlplane import SimCluster
-from gpu_conformance.sim.kube_client import Kube, collection_path
-from gpu_conformance.sim.watch_cache import WatchCache, WatchSet
+from gpu_conformance.sim.controlplane.cluster import SimCluster
+from gpu_conformance.sim.services.kube_client import Kube, collection_path
+from gpu_conformance.sim.services.watch_cache import WatchCache, WatchSet
 
 NS = "watch-cache-test"
 
@@ -128,11 +129,11 @@ def test_the_operand_loop_lists_once_then_runs_every_stage_from_its_copy(kube: K
     """At 1,000 nodes a LIST of every pod each round was the install's largest cost: rounds read the watch copy,
     and the loop's own writes are in it at once (the validator's stages pass one per round, with no LIST)."""
     from gpu_conformance import operands as op
-    from gpu_conformance.sim import install as inst
-    from gpu_conformance.sim import operand_loop as ol
-    from gpu_conformance.sim import pod_states
-    from gpu_conformance.sim.kwok_nodes import node_object
-    from gpu_conformance.sim.profiles import get_profile
+    from gpu_conformance.sim.operator import install as inst
+    from gpu_conformance.sim.operator import operand_loop as ol
+    from gpu_conformance.sim.operator import pod_states
+    from gpu_conformance.sim.operator.kwok_nodes import node_object
+    from gpu_conformance.sim.profiles.catalogue import get_profile
 
     counting = _CountingKube(kube.client)
     profile, ns, node = get_profile("v25.3"), "gpu-operator", "gpu-node-0"

@@ -2,7 +2,7 @@
 manager's labels (facts §2), GPU Feature Discovery's (facts §5; k8s-device-plugin internal/lm) and the extended
 resources the device plugin advertises (facts §6a).
 
-Read by the simulated operator (sim/install.py) and tests/factory.py: both follow from the node's hardware, the
+Read by the simulated operator (sim/operator/install.py) and tests/factory.py: both follow from the node's hardware, the
 driver it runs, the operator release and the device plugin's sharing and MIG settings.
 """
 

@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from gpu_conformance.sim.faults import FAULTS, apply_all
-from gpu_conformance.sim.kube_client import Kube
-from gpu_conformance.sim.operator_status import settle
-from gpu_conformance.sim.restore import Capture, capture, undo
+from gpu_conformance.sim.controlplane.restore import Capture, capture, undo
+from gpu_conformance.sim.operator.faults import FAULTS, apply_all
+from gpu_conformance.sim.operator.status import settle
+from gpu_conformance.sim.services.kube_client import Kube
 from gpu_conformance.sim.session import BootedSim, start_sim
 
 PoolKey = tuple[str, int]  # (profile, GPU nodes)

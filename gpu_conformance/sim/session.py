@@ -42,13 +42,13 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
               operator: str = "sim") -> BootedSim:
     """Boot the control plane and install an operator: the hand-written one ("sim", every profile) or the
     real v25.3.4 binary ("real", profile v25.3; "default" means that one)."""
-    from gpu_conformance.sim import faults as fault_catalogue
-    from gpu_conformance.sim.binaries import ensure_binaries
-    from gpu_conformance.sim.controlplane import SimCluster
-    from gpu_conformance.sim.kube_client import Kube
-    from gpu_conformance.sim.operator_status import settle, start_status_loop
-    from gpu_conformance.sim.profiles import PROFILES
-    from gpu_conformance.sim.reconcile import LOG_CONTAINERS, install
+    from gpu_conformance.sim.builds.binaries import ensure_binaries
+    from gpu_conformance.sim.controlplane.cluster import SimCluster
+    from gpu_conformance.sim.operator import faults as fault_catalogue
+    from gpu_conformance.sim.operator.reconcile import LOG_CONTAINERS, install
+    from gpu_conformance.sim.operator.status import settle, start_status_loop
+    from gpu_conformance.sim.profiles.catalogue import PROFILES
+    from gpu_conformance.sim.services.kube_client import Kube
 
     if operator not in OPERATORS:
         raise UsageError(f"unknown operator {operator!r} (known: {', '.join(OPERATORS)})")
@@ -71,14 +71,14 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
     t1 = time.monotonic()
     try:
         if operator == "real":
-            from gpu_conformance.sim.real_operator import install_real
+            from gpu_conformance.sim.operator.real_operator import install_real
 
             inst = install_real(cluster, profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes)
         else:
             inst = install(cluster.api_client(), profile, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes,
                            log_writer=cluster.write_container_log)
-        from gpu_conformance.sim.operand_loop import wait_started
-        from gpu_conformance.sim.real_operator import OPERAND_LOOP, start_operand_loop
+        from gpu_conformance.sim.operator.operand_loop import wait_started
+        from gpu_conformance.sim.operator.real_operator import OPERAND_LOOP, start_operand_loop
 
         if operator == "sim":
             # The operand side (kubelet and operand programs) is the same process for both operators.

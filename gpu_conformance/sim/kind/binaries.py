@@ -1,9 +1,9 @@
 """Build (once) and locate the kind tier's own binaries: kubeadm, kube-proxy, CoreDNS and the kind CLI.
 
 The rest of the node comes from two other caches: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
-and etcd from the simulated cluster's build (gpu_conformance.sim.binaries); kubelet, containerd, ctr, the runc shim
-and the fake-GPU binaries from gpu_conformance.sim.node_binaries. Each cache has its own versioned directory and lock,
-so builds never mix.
+and etcd from the simulated cluster's build (gpu_conformance.sim.builds.binaries); kubelet, containerd, ctr, the runc
+shim and the fake-GPU binaries from gpu_conformance.sim.builds.node_binaries. Each cache has its own versioned directory
+and lock, so builds never mix.
 
     python -m gpu_conformance.sim.kind.binaries     # build every piece if needed, print the bin dirs
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_conformance.errors import cli_main
-from gpu_conformance.sim import binaries as simbin
-from gpu_conformance.sim import node_binaries as nodebin
+from gpu_conformance.sim.builds import binaries as simbin
+from gpu_conformance.sim.builds import node_binaries as nodebin
 
 KIND_VERSION = "v0.33.0"
 # The CoreDNS kubeadm K8S_VERSION deploys (`kubeadm config images list`: registry.k8s.io/coredns/coredns:v1.14.2);

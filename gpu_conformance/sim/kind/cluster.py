@@ -44,8 +44,10 @@ from pytest_kubernetes.providers.kind import KindManagerBase
 
 from gpu_conformance.errors import ConformanceError
 from gpu_conformance.gotools import NVIDIA_CDI_HOOK, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK, ensure_tool
-from gpu_conformance.sim import fakegpu, fakenvml, operator_module
-from gpu_conformance.sim import node_binaries as nodebin
+from gpu_conformance.sim.builds import node_binaries as nodebin
+from gpu_conformance.sim.builds import operator_module
+from gpu_conformance.sim.fakegpu import nvml as fakenvml
+from gpu_conformance.sim.fakegpu import stack as fakegpu
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind import dra_driver, nodeimage, nvidia_cdi
 from gpu_conformance.sim.kind import operator as kindop

@@ -23,7 +23,7 @@ from typing import Any
 from gpu_conformance import dra_chart
 from gpu_conformance.go_build import MIN_GO, build_lock, cache_root, go_executable, repo_root, run_build
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
-from gpu_conformance.sim import dra as simdra
+from gpu_conformance.sim.operator import dra as simdra
 
 Obj = dict[str, Any]
 

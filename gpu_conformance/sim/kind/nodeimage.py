@@ -34,9 +34,10 @@ from pathlib import Path
 from gpu_conformance import go_build
 from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
-from gpu_conformance.sim import binaries as simbin
-from gpu_conformance.sim import fakegpu, oci
-from gpu_conformance.sim import node_binaries as nodebin
+from gpu_conformance.sim.builds import binaries as simbin
+from gpu_conformance.sim.builds import node_binaries as nodebin
+from gpu_conformance.sim.builds import oci
+from gpu_conformance.sim.fakegpu import stack as fakegpu
 from gpu_conformance.sim.kind import binaries as kindbin
 from gpu_conformance.sim.kind.docker import Dockerd
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from gpu_conformance.sim import fakegpu, fakenvml
-from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.fakegpu import nvml as fakenvml
+from gpu_conformance.sim.fakegpu import stack as fakegpu
+from gpu_conformance.sim.profiles.catalogue import get_profile
 
 # Where the tier mounts the generator and the fake NVML into every node (read-only), and the hook's path.
 TOOLS_DIR = "/opt/gpu-conformance"

@@ -1,4 +1,4 @@
-"""The real NVIDIA GPU Operator (v25.3.4, the binary of sim/operator_module.py) reconciling the kind cluster.
+"""The real NVIDIA GPU Operator (v25.3.4, the binary of sim/builds/operator_module.py) reconciling the kind cluster.
 
 No registry is reachable, so every image the operator's objects name is built here as an OCI archive and
 loaded into the nodes (`kind load image-archive`) under the name the ClusterPolicy gives it:
@@ -39,11 +39,13 @@ from typing import Any
 
 from gpu_conformance import operands as ops
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim import fakegpu, install, oci, operator_module
-from gpu_conformance.sim.chart import clusterpolicy_from_module
-from gpu_conformance.sim.fakegpu import busybox_applets
-from gpu_conformance.sim.json_tree import without
-from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.builds import oci, operator_module
+from gpu_conformance.sim.fakegpu import stack as fakegpu
+from gpu_conformance.sim.fakegpu.stack import busybox_applets
+from gpu_conformance.sim.operator import install
+from gpu_conformance.sim.operator.chart import clusterpolicy_from_module
+from gpu_conformance.sim.profiles.catalogue import get_profile
+from gpu_conformance.sim.services.json_tree import without
 
 Obj = dict[str, Any]
 NAMESPACE = "gpu-operator"

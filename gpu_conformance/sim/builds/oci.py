@@ -93,7 +93,7 @@ def write_archive(image: Image, out: Path, arch: str = "amd64") -> Path:
         "config": {"Env": list(image.env), "Entrypoint": list(image.entrypoint) or None,
                    "Cmd": list(image.cmd) or None, "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]},
-        "history": [{"created": "2026-01-01T00:00:00Z", "created_by": "gpu_conformance.sim.oci"}],
+        "history": [{"created": "2026-01-01T00:00:00Z", "created_by": "gpu_conformance.sim.builds.oci"}],
     }
     config_digest, config_bytes = _blob(json.dumps(config, sort_keys=True).encode())
     layer_digest, _ = _blob(layer_gz)

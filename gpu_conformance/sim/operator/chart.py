@@ -170,6 +170,6 @@ def render_clusterpolicy(chart_dir: Path, version: str) -> Obj:
 
 
 def clusterpolicy_from_module(version: str = "v25.3.4") -> Obj:
-    from gpu_conformance.sim.operator_module import chart_dir
+    from gpu_conformance.sim.builds.operator_module import chart_dir
 
     return render_clusterpolicy(chart_dir(), version)

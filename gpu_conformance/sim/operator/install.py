@@ -36,8 +36,8 @@ from gpu_conformance.gpu_operator.operator_deployment import chart_labels as ope
 from gpu_conformance.gpu_operator.operator_deployment import operator_deployment as gpu_operator_deployment
 from gpu_conformance.gpu_operator.releases import Images
 from gpu_conformance.gpu_operator.releases import images as release_images
-from gpu_conformance.sim import dra
-from gpu_conformance.sim.profiles import Profile
+from gpu_conformance.sim.operator import dra
+from gpu_conformance.sim.profiles.catalogue import Profile
 
 Obj = dict[str, Any]
 
@@ -86,7 +86,7 @@ _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @cache
 def _real_crds() -> tuple[str, ...]:
-    from gpu_conformance.sim.operator_module import crd_files
+    from gpu_conformance.sim.builds.operator_module import crd_files
 
     return tuple(p.read_text() for p in crd_files())
 

@@ -164,7 +164,7 @@ _add(Profile(
 _add(Profile(
     "v25.3",
     "v25.3.4 with exactly the Helm defaults of its chart (the one the real operator's Go module ships, "
-    "rendered by sim/chart.py): what `--operator=real` runs, and the hand-written operator's side of the "
+    "rendered by sim/operator/chart.py): what `--operator=real` runs, and the hand-written operator's side of the "
     "differential test. H100 nodes, so GFD's mig.capable makes the operator deploy mig-manager.",
     operator_version="v25.3.4",
     lacks=("RuntimeClasses nvidia-cdi and nvidia-legacy (CDI off)",),
@@ -201,7 +201,7 @@ _add(Profile(
     "v26.7.0 with devicePlugin.enabled=false and NVIDIA's DRA driver for GPUs installed beside it from its own Helm "
     "chart (nvidia-dra-driver-gpu v25.8.1 in namespace nvidia-dra-driver-gpu: DaemonSet "
     "nvidia-dra-driver-gpu-kubelet-plugin, DeviceClasses gpu.nvidia.com and mig.nvidia.com): GPUs are ResourceSlices "
-    "of driver gpu.nvidia.com, requested through ResourceClaims (sim/dra.py).",
+    "of driver gpu.nvidia.com, requested through ResourceClaims (sim/operator/dra.py).",
     operator_version="v26.7.0", device_plugin_enabled=False, resource_model="dra-driver",
     lacks=("nvidia-device-plugin-daemonset and nvidia.com/gpu resources (GPUs are claimed through DRA)",),
 ))

@@ -1,6 +1,6 @@
 """`--operator=real`: the unmodified NVIDIA GPU Operator v25.3.4 reconciles the simulated cluster.
 
-The binary (sim/operator_module.py) reads its operand manifests from the hard-coded /opt/gpu-operator and
+The binary (sim/builds/operator_module.py) reads its operand manifests from the hard-coded /opt/gpu-operator and
 the node's OS from /host-etc/os-release. It runs in a private mount namespace (`unshare --mount`) whose
 root is a tmpfs holding bind mounts of the host's top-level directories, plus /opt/gpu-operator and
 /host-etc bind-mounted from private directories in the sim's state dir: nothing is written to the host's
@@ -8,7 +8,7 @@ root is a tmpfs holding bind mounts of the host's top-level directories, plus /o
 127.0.0.1), and is one of the cluster's processes, stopped by PID with the cluster.
 
 What the operator does not do, the sim still plays: NFD (nodes carry the NFD labels), the Helm-side
-objects (operator Deployment as a stand-in pod, NFD), and the operand programs (sim/operand_loop.py).
+objects (operator Deployment as a stand-in pod, NFD), and the operand programs (sim/operator/operand_loop.py).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from typing import Any
 
 from gpu_conformance import operands as op
 from gpu_conformance.errors import ConformanceError, UsageError
-from gpu_conformance.sim import install as inst
-from gpu_conformance.sim import operator_module
-from gpu_conformance.sim.chart import clusterpolicy_from_module
-from gpu_conformance.sim.controlplane import last_line
-from gpu_conformance.sim.profiles import Profile, get_profile
+from gpu_conformance.sim.builds import operator_module
+from gpu_conformance.sim.controlplane.cluster import last_line
+from gpu_conformance.sim.operator import install as inst
+from gpu_conformance.sim.operator.chart import clusterpolicy_from_module
+from gpu_conformance.sim.profiles.catalogue import Profile, get_profile
 
 Obj = dict[str, Any]
 PROCESS = "gpu-operator"
@@ -130,7 +130,7 @@ def launch(cluster: Any, profile: Profile, namespace: str = NAMESPACE, timeout: 
 
 
 def start_operand_loop(cluster: Any, profile: Profile, namespace: str = NAMESPACE) -> None:
-    cmd = [sys.executable, "-m", "gpu_conformance.sim.operand_loop", f"--kubeconfig={cluster.kubeconfig}",
+    cmd = [sys.executable, "-m", "gpu_conformance.sim.operator.operand_loop", f"--kubeconfig={cluster.kubeconfig}",
            f"--namespace={namespace}", f"--profile={profile.name}", f"--logs-dir={cluster.logs_dir / 'pods'}"]
     proc = cluster._procs.get(PROCESS)
     if proc is not None:
@@ -142,7 +142,7 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
                  namespace: str = NAMESPACE, timeout: float = 120.0) -> Any:
     """Nodes, Helm-side objects, the real operator and a ClusterPolicy with the chart's defaults; waits
     until the operator reports ready with every operand rolled out. Returns a SimInstall for faults."""
-    from gpu_conformance.sim.reconcile import (
+    from gpu_conformance.sim.operator.reconcile import (
         Kube,
         SimInstall,
         container_logs,
@@ -195,7 +195,7 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
 def _wait_converged(kube: Any, namespace: str, gpu_nodes: list[str], deadline: float) -> None:
     """ClusterPolicy ready/Reconciled with every operand DaemonSet on every GPU node, GPUs advertised and a
     completed cuda validator per node (the real operator's first 'ready' comes before its DaemonSets do)."""
-    from gpu_conformance.sim.operator_status import daemonsets_settled
+    from gpu_conformance.sim.operator.status import daemonsets_settled
 
     def pending() -> list[str]:
         out: list[str] = []

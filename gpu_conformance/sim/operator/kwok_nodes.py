@@ -6,8 +6,8 @@ import hashlib
 from typing import Any
 
 from gpu_conformance import operands as op
-from gpu_conformance.sim import install as inst
-from gpu_conformance.sim.profiles import Profile
+from gpu_conformance.sim.operator import install as inst
+from gpu_conformance.sim.profiles.catalogue import Profile
 
 Obj = dict[str, Any]
 

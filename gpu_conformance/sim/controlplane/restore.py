@@ -28,8 +28,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from gpu_conformance.sim.json_tree import without
-from gpu_conformance.sim.kube_client import Kube
+from gpu_conformance.sim.services.json_tree import without
+from gpu_conformance.sim.services.kube_client import Kube
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]  # (resource path, namespace, name)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_conformance.gpu_operator import dra_driver as model
-from gpu_conformance.sim.nvidia_smi import gpu_name, gpu_uuid
-from gpu_conformance.sim.profiles import GpuHardware, Profile
+from gpu_conformance.sim.profiles.catalogue import GpuHardware, Profile
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_name, gpu_uuid
 
 Obj = dict[str, Any]
 

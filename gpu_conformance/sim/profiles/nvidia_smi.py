@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 
 from gpu_conformance.gpu_operator.hardware import GPU_NAMES, GpuHardware
-from gpu_conformance.sim.profiles import Profile, get_profile
+from gpu_conformance.sim.profiles.catalogue import Profile, get_profile
 
 PROBE_NODE_DEFAULT = "gpu-node-0"
 

@@ -5,7 +5,7 @@ creates the DaemonSet and Deployment pods, the real scheduler binds them, kwok m
 no process here does by itself is done in the order the real components would do it:
 
 * nodes start without GPU resources, labelled by NFD and the operator (deploy labels);
-* the operand side (sim/operand_loop.py, the same for the real operator): the validation chain's init
+* the operand side (sim/operator/operand_loop.py, the same for the real operator): the validation chain's init
   containers pass one at a time, each once its stage is ready; the validator's cuda-validation creates an
   `nvidia-cuda-validator-*` pod that completes; once a node's device-plugin pod runs, its
   capacity/allocatable get the GPU resources; once its GFD pod runs, the GFD labels appear; mig-manager
@@ -30,12 +30,12 @@ from kubernetes.client.exceptions import ApiException
 
 from gpu_conformance import operands as op
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim import install as inst
-from gpu_conformance.sim.kube_client import Kube
-from gpu_conformance.sim.kwok_nodes import cuda_validator_name, node_object
-from gpu_conformance.sim.nvidia_smi import node_nvidia_smi_L, nvidia_smi_header, probe_output
-from gpu_conformance.sim.operator_status import StatusWriter, settle
-from gpu_conformance.sim.profiles import Profile, get_profile
+from gpu_conformance.sim.operator import install as inst
+from gpu_conformance.sim.operator.kwok_nodes import cuda_validator_name, node_object
+from gpu_conformance.sim.operator.status import StatusWriter, settle
+from gpu_conformance.sim.profiles.catalogue import Profile, get_profile
+from gpu_conformance.sim.profiles.nvidia_smi import node_nvidia_smi_L, nvidia_smi_header, probe_output
+from gpu_conformance.sim.services.kube_client import Kube
 
 Obj = dict[str, Any]
 LogWriter = Callable[[str, str], None]
@@ -224,7 +224,7 @@ def create_namespace_and_crds(kube: Kube, preview: inst.InstallManifests) -> str
     except ApiException as e:
         if e.status != 409:
             raise
-    from gpu_conformance.sim.pod_logs import logs_crd
+    from gpu_conformance.sim.operator.pod_logs import logs_crd
 
     # kwok's per-pod Logs kind too (the control plane starts kwok watching it).
     create_all(kube, [*preview.crds, logs_crd()], ignore_existing=True)
@@ -350,9 +350,9 @@ def install(client: ApiClient, profile: str | Profile = "default", gpu_nodes: in
 
 
 def _converge(kube: Kube, sim: SimInstall, deadline: float, mark: Callable[[str], None]) -> None:
-    """Play kubelet and the operand programs (sim/operand_loop.py, shared with the real operator) until
+    """Play kubelet and the operand programs (sim/operator/operand_loop.py, shared with the real operator) until
     everything is rolled out, then settle the ClusterPolicy status from the same watch copies."""
-    from gpu_conformance.sim.operand_loop import OperandSim
+    from gpu_conformance.sim.operator.operand_loop import OperandSim
 
     m = sim.manifests
     # Once: the install's node labels do not change while it converges (per round it was ~5% of the CPU).

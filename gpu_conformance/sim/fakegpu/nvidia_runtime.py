@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_conformance.sim import fakegpu
+from gpu_conformance.sim.fakegpu import stack as fakegpu
 
 # What a runtime edits in config.json: the parts the comparison looks at.
 EDITED = ("process.env", "linux.devices", "linux.resources.devices", "mounts", "hooks")

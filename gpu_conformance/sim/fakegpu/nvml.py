@@ -12,7 +12,7 @@ table, so NVIDIA's own binaries run unmodified on fake GPUs; and a fake driver r
 * `generate_cdi_spec()` runs NVIDIA's generator there and returns the spec with the NVML calls it made (the
   library logs each entry point to $FAKE_NVML_LOG; one it exports without answering logs "UNIMPLEMENTED").
 
-    python -m gpu_conformance.sim.fakenvml build      # build if needed, print the library's path
+    python -m gpu_conformance.sim.fakegpu.nvml build      # build if needed, print the library's path
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.go_build import build_lock, cache_root
-from gpu_conformance.sim.fakegpu import FIXTURE_DIR, TABLE_FILE
+from gpu_conformance.sim.fakegpu.stack import FIXTURE_DIR, TABLE_FILE
 
 SOURCE_DIR = FIXTURE_DIR / "nvml"
 LIBRARY = "libnvidia-ml.so.1"
@@ -225,7 +225,7 @@ def undefined_symbols(stderr: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args != ["build"]:
-        print("usage: python -m gpu_conformance.sim.fakenvml build", file=sys.stderr)
+        print("usage: python -m gpu_conformance.sim.fakegpu.nvml build", file=sys.stderr)
         return 4
     return cli_main(ensure_library)
 

@@ -5,13 +5,13 @@ Built from Go modules, like the control plane, into their own versioned cache di
 * kubelet v1.36.3 from the Kubernetes wrapper module (<repo>/gobuild), with the control plane's ldflags;
 * containerd, ctr and containerd-shim-runc-v2 v2.4.2 from <repo>/gobuild/containerd (CGO_ENABLED=0);
 * the fake-GPU device plugin and the pause binary from <repo>/fixtures/fake-gpu (the fake-GPU stack every
-  tier shares, see gpu_conformance/sim/fakegpu.py), stamped with a hash of their sources so an edited
+  tier shares, see gpu_conformance/sim/fakegpu/stack.py), stamped with a hash of their sources so an edited
   plugin is rebuilt.
 
 From Debian (`apt-get install busybox-static`, see .ci/run): a static busybox for the images' root filesystem
 (the node image's runc and CNI plugins come from its own debootstrap, sim/kind/nodeimage.py).
 
-    python -m gpu_conformance.sim.node_binaries     # build if needed, print the bin dir
+    python -m gpu_conformance.sim.builds.node_binaries     # build if needed, print the bin dir
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.go_build import GoNotFoundError, go_env, repo_root
-from gpu_conformance.sim import binaries as simbin
+from gpu_conformance.sim.builds import binaries as simbin
 
 CONTAINERD_VERSION = "v2.4.2"
 # containerd v2.4.2's go.mod asks for this toolchain; GOTOOLCHAIN=local means no silent download.

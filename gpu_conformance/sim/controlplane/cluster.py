@@ -45,9 +45,9 @@ from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_d
 
 from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.pids import pid_alive
-from gpu_conformance.sim import binaries
-from gpu_conformance.sim.failed_start import cleaned_up_on_failure
-from gpu_conformance.sim.pki import Pki, make_pki
+from gpu_conformance.sim.builds import binaries
+from gpu_conformance.sim.controlplane.pki import Pki, make_pki
+from gpu_conformance.sim.services.failed_start import cleaned_up_on_failure
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -453,7 +453,7 @@ class SimCluster:
                         "podPlayStageParallelism": 8, "nodePlayStageParallelism": 4,
                         "nodeLeaseParallelism": 4, "podsOnNodeSyncParallelism": 1,
                         "enablePodsOnNodeSyncListPager": True, "enablePodsOnNodeSyncStreamWatch": False,
-                        # Per-pod logs from the API server (sim/pod_logs.py; its CRD comes with the install).
+                        # Per-pod logs from the API server (sim/operator/pod_logs.py; its CRD comes with the install).
                         "enableCRDs": ["Logs"]},
         }, sort_keys=False)]
         # The stages file carries its own leading "---" separators.
@@ -637,7 +637,7 @@ def reap_orphaned_temp_dirs(tmp: str | None = None) -> list[Path]:
 
 def stages_yaml() -> str:
     """Our kwok Stages, with the simulated kubelet version filled in."""
-    text = resources.files("gpu_conformance.sim").joinpath("data/kwok-stages.yaml").read_text()
+    text = resources.files("gpu_conformance.sim.controlplane").joinpath("data/kwok-stages.yaml").read_text()
     return text.replace("@KUBE_VERSION@", binaries.K8S_VERSION)
 
 

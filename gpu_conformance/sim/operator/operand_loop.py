@@ -17,11 +17,12 @@ is the kubelet and the programs for the operand side, in the order a real node g
 * GFD's pod runs -> the GFD labels (the operator then deploys mig-manager on MIG-capable GPUs);
 * mig-manager's pod runs -> nvidia.com/mig.config.state=success;
 * the cuda validator pod's vectorAdd runs -> the pod completes;
-* the DRA models: the DRA driver's kubelet plugin pod is Ready -> it publishes the node's ResourceSlice (sim/dra.py);
-  the pod is gone or not Ready -> the slice is withdrawn (kubelet deletes a deregistered driver's slices); a pod
+* the DRA models: the DRA driver's kubelet plugin pod is Ready -> it publishes the node's ResourceSlice
+  (sim/operator/dra.py); the pod is gone or not Ready -> the slice is withdrawn (kubelet deletes a deregistered
+  driver's slices); a pod
   whose ResourceClaims the scheduler allocated gets, per container using them, the probe output naming exactly
   those GPUs (status.allocation.devices.results -> the ResourceSlice's device uuid), served as its own log
-  (sim/pod_logs.py; only with --logs-dir).
+  (sim/operator/pod_logs.py; only with --logs-dir).
 
 What is wrong on a machine itself, where no Kubernetes object shows it (a driver that cannot load, a
 clobbered containerd config, a failing vectorAdd), faults record in the ConfigMap gpu-sim-hosts
@@ -31,7 +32,7 @@ Effects fire on changes (a new pod uid, a pod gone), never as a level every roun
 changes a node's resources or labels afterwards stays as the fault left it; a pod's status is written only
 when its shape changes (pod_states.shape), and pods past their init chain are left to whoever writes them.
 
-    python -m gpu_conformance.sim.operand_loop --kubeconfig K --namespace NS --profile P
+    python -m gpu_conformance.sim.operator.operand_loop --kubeconfig K --namespace NS --profile P
 """
 
 from __future__ import annotations
@@ -55,11 +56,11 @@ from kubernetes.client.exceptions import ApiException
 from gpu_conformance import dra_chart
 from gpu_conformance import operands as op
 from gpu_conformance.cluster.selectors import match_labels
-from gpu_conformance.sim import dra, pod_states
-from gpu_conformance.sim import install as inst
-from gpu_conformance.sim.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
-from gpu_conformance.sim.profiles import Profile, get_profile
-from gpu_conformance.sim.watch_cache import WatchCache, WatchSet
+from gpu_conformance.sim.controlplane.cluster import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
+from gpu_conformance.sim.operator import dra, pod_states
+from gpu_conformance.sim.operator import install as inst
+from gpu_conformance.sim.profiles.catalogue import Profile, get_profile
+from gpu_conformance.sim.services.watch_cache import WatchCache, WatchSet
 
 Obj = dict[str, Any]
 Action = Callable[[], Any]
@@ -165,7 +166,7 @@ def join_gpu_node(sim: Any, name: str, operator: str = "sim", host: Sequence[str
     Its labels are NFD's; with the hand-written operator also the operator's (gpu.present, deploy labels),
     which the real operator writes itself when it sees the node.
     """
-    from gpu_conformance.sim.kwok_nodes import node_object
+    from gpu_conformance.sim.operator.kwok_nodes import node_object
 
     for fault in host:
         set_host_fault(sim.api, name, fault)
@@ -306,7 +307,7 @@ class OperandSim:
 
     # ---- what the round reads --------------------------------------------------------------------
     def _start_watching(self) -> None:
-        from gpu_conformance.sim.kube_client import collection_path
+        from gpu_conformance.sim.services.kube_client import collection_path
 
         self._watches = WatchSet(self.kube)
         # Named by kind: StatusWriter and settle (operator_status.py) read the same copies during an install.
@@ -329,7 +330,7 @@ class OperandSim:
         node per status write (at 300 GPU nodes those LISTs were most of the installer's own CPU)."""
         if self._watches is None:
             return None
-        from gpu_conformance.sim.kube_client import collection_path
+        from gpu_conformance.sim.services.kube_client import collection_path
 
         for kind in ("DaemonSet", "ControllerRevision"):
             if kind not in self._watches.caches:
@@ -525,7 +526,7 @@ class OperandSim:
         return WAIT
 
     def _create_cuda_validator(self, node: str, old: list[Obj]) -> None:
-        from gpu_conformance.sim.kwok_nodes import cuda_validator_name
+        from gpu_conformance.sim.operator.kwok_nodes import cuda_validator_name
 
         for p in old:  # the validator deletes its previous workload pod before creating a new one
             with contextlib.suppress(ApiException):
@@ -582,7 +583,7 @@ class OperandSim:
 
     def _claim_pod_logs(self) -> list[Action]:
         """Pods the scheduler allocated GPUs to (claims reserved for them) and not yet given their output."""
-        from gpu_conformance.sim.kube_client import collection_path
+        from gpu_conformance.sim.services.kube_client import collection_path
 
         claims = self.kube.request("GET", collection_path("ResourceClaim")).get("items") or []
         held: dict[tuple[str, str, str], list[Obj]] = {}  # (namespace, pod, uid) -> its allocated claims
@@ -598,8 +599,8 @@ class OperandSim:
         return [lambda k=key, cs=cs: self._serve_claim_pod(*k, cs, slices) for key, cs in held.items()]
 
     def _serve_claim_pod(self, namespace: str, name: str, uid: str, claims: list[Obj], slices: list[Obj]) -> None:
-        from gpu_conformance.sim import pod_logs
-        from gpu_conformance.sim.nvidia_smi import claim_probe_output
+        from gpu_conformance.sim.operator import pod_logs
+        from gpu_conformance.sim.profiles.nvidia_smi import claim_probe_output
 
         assert self.logs_dir is not None
         devices = [d for c in claims for d in dra.allocated_devices(c, slices)]
@@ -638,7 +639,7 @@ class OperandSim:
 
 def node_slices(kube: Any, node: str) -> list[Obj]:
     """The DRA GPU driver's ResourceSlices of a node."""
-    from gpu_conformance.sim.kube_client import collection_path
+    from gpu_conformance.sim.services.kube_client import collection_path
 
     query = [("fieldSelector", f"spec.nodeName={node},spec.driver={dra.DRIVER_NAME}")]
     return kube.request("GET", collection_path("ResourceSlice"), query=query).get("items") or []
@@ -693,7 +694,7 @@ def _mark_started(kube: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpu_conformance.sim.operand_loop")
+    ap = argparse.ArgumentParser(prog="python -m gpu_conformance.sim.operator.operand_loop")
     ap.add_argument("--kubeconfig", required=True)
     ap.add_argument("--namespace", default="gpu-operator")
     ap.add_argument("--profile", required=True)
@@ -704,7 +705,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from kubernetes import config
 
-    from gpu_conformance.sim.kube_client import Kube
+    from gpu_conformance.sim.services.kube_client import Kube
 
     sim = OperandSim(Kube(config.new_client_from_config(config_file=a.kubeconfig)), get_profile(a.profile),
                      a.namespace, watch=True, logs_dir=Path(a.logs_dir) if a.logs_dir else None)

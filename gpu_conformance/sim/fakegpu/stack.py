@@ -10,12 +10,12 @@ One stack everywhere (the kind tier, a user's cluster through fixtures/fake-gpu/
   the fake nvidia-smi (fixtures/fake-gpu/nvidia-smi, embedded in the plugin) and the GPU table, with the
   UUIDs of the simulated nodes (sim/nvidia_smi.gpu_uuid), so the probe parses a real node like a simulated one;
 * the images: fixtures/fake-gpu/Dockerfile for Docker users, and IMAGES here, which builds the same images as
-  OCI archives without Docker or a registry (sim/oci.py). tests/test_fakegpu.py checks they agree.
+  OCI archives without Docker or a registry (sim/builds/oci.py). tests/test_fakegpu.py checks they agree.
 
 Like gobuild/, fixtures/ is read from a source checkout only (the binaries are built from it); an installed
 package runs the simulated cluster without it.
 
-    python -m gpu_conformance.sim.fakegpu images --out DIR [--target device-plugin ...]   # OCI archives
+    python -m gpu_conformance.sim.fakegpu.stack images --out DIR [--target device-plugin ...]   # OCI archives
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError, cli_main
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE
-from gpu_conformance.sim import node_binaries as nodebin
-from gpu_conformance.sim import oci
-from gpu_conformance.sim.nvidia_smi import gpu_name, gpu_uuid
-from gpu_conformance.sim.profiles import get_profile
+from gpu_conformance.sim.builds import node_binaries as nodebin
+from gpu_conformance.sim.builds import oci
+from gpu_conformance.sim.profiles.catalogue import get_profile
+from gpu_conformance.sim.profiles.nvidia_smi import gpu_name, gpu_uuid
 
 FIXTURE_DIR = nodebin.FAKEGPU_MODULE
 CDI_KIND = "nvidia.com/gpu"
@@ -265,7 +265,7 @@ def disagreements(dockerfile: Path | None = None, go_mod: Path | None = None) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpu_conformance.sim.fakegpu",
+    parser = argparse.ArgumentParser(prog="python -m gpu_conformance.sim.fakegpu.stack",
                                      description="Build the fake-GPU stack's images as OCI archives (no Docker, "
                                                  "no registry).")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -13,9 +13,9 @@ ClusterPolicy `notReady`, Ready=False/Error, Error=True/OperandNotReady with the
 node the unavailable pod is on. A stopped operator writes nothing: its last status stays.
 
 The gpucluster model has no ClusterPolicy; its GPUCluster gets the status the v26.7.0 GPUCluster controller writes
-(sim/dra.py gpucluster_status): ready once the DRA driver's kubelet plugin DaemonSet is, else notReady.
+(sim/operator/dra.py gpucluster_status): ready once the DRA driver's kubelet plugin DaemonSet is, else notReady.
 
-    python -m gpu_conformance.sim.operator_status --kubeconfig K --namespace NS --version V   # the loop
+    python -m gpu_conformance.sim.operator.status --kubeconfig K --namespace NS --version V   # the loop
 """
 
 from __future__ import annotations
@@ -204,8 +204,7 @@ class StatusWriter:
         """The GPUCluster's status, written if it changed (None: no GPUCluster)."""
         from kubernetes.client.exceptions import ApiException
 
-        from gpu_conformance.sim import dra
-
+        from gpu_conformance.sim.operator import dra
         if self._no_gpucluster:
             return None
         try:
@@ -276,8 +275,8 @@ def settle(kube: Any, namespace: str, operator_version: str, timeout: float = 20
     if watches is None:
         # One LIST+WATCH per kind for the whole wait, not a LIST of every pod per 0.3 s poll (at 300 GPU nodes
         # those LISTs were the largest part of a booted cluster's own CPU after the install).
-        from gpu_conformance.sim.kube_client import collection_path
-        from gpu_conformance.sim.watch_cache import WatchSet
+        from gpu_conformance.sim.services.kube_client import collection_path
+        from gpu_conformance.sim.services.watch_cache import WatchSet
 
         own = WatchSet(kube)
         try:
@@ -310,7 +309,7 @@ LOOP_NAME = "sim-operator-status"
 
 def start_status_loop(cluster: Any, namespace: str, operator_version: str, period: float = 1.0) -> None:
     """Run the loop as one of the cluster's processes (in pids.json, stopped by `sim down` / stop())."""
-    cluster._spawn(LOOP_NAME, [sys.executable, "-m", "gpu_conformance.sim.operator_status",
+    cluster._spawn(LOOP_NAME, [sys.executable, "-m", "gpu_conformance.sim.operator.status",
                                f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
                                f"--version={operator_version}", f"--period={period}"])
 
@@ -326,8 +325,8 @@ def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: flo
     from kubernetes import config
 
     from gpu_conformance.cluster.connect import API_ERRORS
-    from gpu_conformance.sim.kube_client import Kube, collection_path
-    from gpu_conformance.sim.watch_cache import WatchSet
+    from gpu_conformance.sim.services.kube_client import Kube, collection_path
+    from gpu_conformance.sim.services.watch_cache import WatchSet
 
     kube = Kube(config.new_client_from_config(config_file=kubeconfig))
     watches = WatchSet(kube)
@@ -353,7 +352,7 @@ def run_loop(kubeconfig: str, namespace: str, operator_version: str, period: flo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpu_conformance.sim.operator_status")
+    ap = argparse.ArgumentParser(prog="python -m gpu_conformance.sim.operator.status")
     ap.add_argument("--kubeconfig", required=True)
     ap.add_argument("--namespace", default="gpu-operator")
     ap.add_argument("--version", required=True, help="operator version whose wording to use")

@@ -6,7 +6,7 @@ module zip lands in the Go module cache (`go mod download`, part of the binaries
 reads the real CRDs for every profile, and `go build` puts the operator binary in a versioned cache
 directory beside the control plane's.
 
-    python -m gpu_conformance.sim.operator_module          # download + build if needed, print the binary
+    python -m gpu_conformance.sim.builds.operator_module          # download + build if needed, print the binary
 """
 
 from __future__ import annotations

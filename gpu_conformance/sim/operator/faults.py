@@ -21,15 +21,15 @@ from gpu_conformance import operands as op
 from gpu_conformance.cluster.snapshot import advertised_gpu_resources
 from gpu_conformance.errors import UsageError
 from gpu_conformance.model import Layer
-from gpu_conformance.sim import dra, pod_states
-from gpu_conformance.sim import operand_loop as hosts
-from gpu_conformance.sim.install import (
+from gpu_conformance.sim.operator import dra, pod_states
+from gpu_conformance.sim.operator import operand_loop as hosts
+from gpu_conformance.sim.operator.install import (
     CLUSTERPOLICY_NAME,
     NFD_PCI_LABEL,
     cuda_validator_pod,
 )
-from gpu_conformance.sim.kube_client import Kube
-from gpu_conformance.sim.reconcile import SimInstall, daemonset_rolled_out
+from gpu_conformance.sim.operator.reconcile import SimInstall, daemonset_rolled_out
+from gpu_conformance.sim.services.kube_client import Kube
 from gpu_conformance.verdict import CONFORMANT, INCOMPLETE, NOT_CONFORMANT
 
 Obj = dict[str, Any]
@@ -129,7 +129,8 @@ class Fault:
     root_cause_check: str = ""
     root_cause_says: str = ""
     # Why the fault needs a simulated cluster of its own (empty: the matrix applies it to the profile's reused
-    # cluster and undoes it with sim/restore.py, whose check against the installed state reboots on any miss).
+    # cluster and undoes it with sim/controlplane/restore.py, whose check against the installed state reboots on any
+    # miss).
     fresh: str = ""
 
     def affected(self, gpu_nodes: list[str]) -> list[str]:

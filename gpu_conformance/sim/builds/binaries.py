@@ -4,9 +4,9 @@ The control plane is built from Go modules because nothing else reachable from t
 ships kube-apiserver: <repo>/gobuild wraps Kubernetes + etcd, <repo>/gobuild/kwok wraps kwok. Binaries
 land in a versioned cache directory, so a version bump builds into a fresh directory and never mixes.
 
-    python -m gpu_conformance.sim.binaries     # build if needed, print the bin dir
+    python -m gpu_conformance.sim.builds.binaries     # build if needed, print the bin dir
 
-The same step fetches the real GPU Operator's Go module and builds its binary (sim/operator_module.py).
+The same step fetches the real GPU Operator's Go module and builds its binary (sim/builds/operator_module.py).
 """
 
 from __future__ import annotations
@@ -204,8 +204,7 @@ def build_missing(bin_dir: Path, binaries: Sequence[Binary],
 
 
 def _ensure_all() -> Path:
-    from gpu_conformance.sim import operator_module
-
+    from gpu_conformance.sim.builds import operator_module
     bin_dir = ensure_binaries()
     # The real operator's module (its CRDs are the sim's, in every profile) and its binary
     # (`--operator=real`, the differential test).

@@ -1,4 +1,4 @@
-"""A LIST-then-WATCH copy of one kind of object, for the simulated kubelet (sim/operand_loop.py).
+"""A LIST-then-WATCH copy of one kind of object, for the simulated kubelet (sim/operator/operand_loop.py).
 
 Why: the operand loop used to LIST every node and every operator pod each round. At 1,000 GPU nodes that is
 ~9,000 pods serialised by the API server and decoded in Python several times a second, the largest share of a

@@ -1,0 +1,1 @@
+"""The simulated control plane: etcd, kube-apiserver, scheduler, controller-manager and kwok as processes."""

@@ -1,0 +1,1 @@
+"""Shared services of the test bed: the API client, its watch cache, process supervision."""
