@@ -51,6 +51,7 @@ def _uid(*parts: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
 
 
+CLUSTERPOLICY_UID = _uid("clusterpolicy", "cluster-policy")
 NVIDIADRIVER_UID = _uid("nvidiadriver", "default")
 # The DaemonSet the NVIDIADriver `default` gets (driver="crd").
 DRIVER_CRD_DS = nvidiadriver.app_name("gpu", NODE_OS_TAG, NVIDIADRIVER_UID)
@@ -131,7 +132,7 @@ class _Ctx:
 
     @property
     def cp_uid(self) -> str:
-        return _uid("clusterpolicy", "cluster-policy")
+        return CLUSTERPOLICY_UID
 
     @property
     def runtime_class(self) -> str | None:
@@ -340,16 +341,21 @@ def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
     stages to break; driver="crd" adds the NVIDIADriver's DaemonSet."""
     spec = _cluster_policy(ctx)["spec"]
     out = operand_daemonsets(RenderInput(ctx.comp, spec, NODE_OS_TAG), ctx.ns, ctx.cp_uid)
-    every_stage = {**spec, "gds": {**spec["gds"], "enabled": True}, "gdrcopy": {**spec["gdrcopy"], "enabled": True},
-                   "driver": {**spec["driver"], "enabled": True, "useNvidiaDriverCRD": False}}
-    full = {name_of(d): d for d in operand_daemonsets(RenderInput(ctx.comp, every_stage, NODE_OS_TAG), ctx.ns)}
+    every_stage = {**spec, "gds": {**spec["gds"], "enabled": True}, "gdrcopy": {**spec["gdrcopy"], "enabled": True}}
     validator = next(d for d in out if name_of(d) == ops.VALIDATOR.daemonset)
-    validator["spec"]["template"]["spec"]["initContainers"] = \
-        full[ops.VALIDATOR.daemonset]["spec"]["template"]["spec"]["initContainers"]
+    validator["spec"]["template"]["spec"]["initContainers"] = _rendered(ctx, every_stage, ops.VALIDATOR)[
+        "spec"]["template"]["spec"]["initContainers"]
     if ctx.driver == "crd":
-        out.insert(0, nvidiadriver.driver_daemonset(full[ops.DRIVER.daemonset], ctx.v, "default", NVIDIADRIVER_UID,
-                                                    NODE_OS_TAG))
+        # The ClusterPolicy's driver template, which the NVIDIADriver renders under its own name.
+        cp_driver = _rendered(ctx, {**spec, "driver": {**spec["driver"], "useNvidiaDriverCRD": False}}, ops.DRIVER)
+        out.insert(0, nvidiadriver.driver_daemonset(cp_driver, ctx.v, "default", NVIDIADRIVER_UID, NODE_OS_TAG))
     return [_served_daemonset(ctx, d) for d in out]
+
+
+def _rendered(ctx: _Ctx, spec: Obj, operand: ops.Operand) -> Obj:
+    """The operand's DaemonSet as the operator renders it from ClusterPolicy `spec`."""
+    return next(d for d in operand_daemonsets(RenderInput(ctx.comp, spec, NODE_OS_TAG), ctx.ns)
+                if name_of(d) == operand.daemonset)
 
 
 def _deployment(ctx: _Ctx, dep: Obj, node: str) -> tuple[Obj, Obj]:
