@@ -1,9 +1,10 @@
 """One install model (gpu_conformance/gpu_operator/): the simulated operator and tests/factory.py build from it, so
 a healthy install means the same in the unit tests and in the simulated cluster.
 
-The release table is pinned against the chart's values at a few tags (literal values, facts §0); the rest checks
-that the factory and the simulator render the same ClusterPolicy spec, operand images and env, RuntimeClasses and
-GPU node labels for each simulated release.
+The release table and the facts the source corrected are pinned against the chart and the operator at a few tags
+(literal values, facts §0); the rest checks that the factory and the simulator render the same ClusterPolicy spec,
+operator Deployment, NFD sub-chart, operand DaemonSets (images, commands, env, volumes), cuda-validator pod,
+RuntimeClasses, node labels and DRA objects for each simulated release.
 """
 
 from __future__ import annotations
@@ -182,3 +183,52 @@ def test_the_factory_and_the_simulator_deploy_the_same_dra_objects() -> None:
     factory_device = F.resource_slice("gpu-node-1", 1)["spec"]["devices"][0]
     assert factory_device["attributes"].keys() == sim_device["attributes"].keys()
     assert factory_device["capacity"] == sim_device["capacity"]
+
+
+# ---- facts pinned to the operator's source at its tags (literal values, so a wrong model fails) ---------------
+def _container(objs: list[dict], name: str) -> dict:
+    return next(o for o in objs if name_of(o) == name)["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize(("version", "master", "worker"), [
+    ("v25.3.4", ["-enable-leader-election", "-feature-gates=NodeFeatureGroupAPI=false", "-metrics=8081",
+                 "-grpc-health=8082"],
+     ["-feature-gates=NodeFeatureGroupAPI=false", "-metrics=8081", "-grpc-health=8082"]),
+    ("v26.3.3", ["-enable-leader-election", "-feature-gates=NodeFeatureGroupAPI=false", "-port=8080"],
+     ["-feature-gates=NodeFeatureGroupAPI=false", "-port=8080"]),
+    ("v26.7.0", ["-port=8080"], ["-owner-refs=pod,ds", "-port=8080"]),
+])
+def test_nfd_runs_with_the_args_its_sub_chart_renders(version: str, master: list[str], worker: list[str]) -> None:
+    # charts/node-feature-discovery/templates/{master,worker,nfd-gc}.yaml with the operator's values at the tag.
+    objs = install.nfd_objects(replace(PROFILES["default"], operator_version=version), "gpu-operator")
+    assert _container(objs, "gpu-operator-node-feature-discovery-master")["args"] == master
+    assert _container(objs, "gpu-operator-node-feature-discovery-worker")["args"] == worker
+    assert _container(objs, "gpu-operator-node-feature-discovery-gc")["args"] == ["-gc-interval=1h"]
+
+
+@pytest.mark.parametrize(("version", "passes_validator_image"), [("v25.3.4", False), ("v26.3.3", False),
+                                                                 ("v26.7.0", True)])
+def test_the_chart_passes_the_validator_image_to_the_operator_from_v26_7(version: str,
+                                                                        passes_validator_image: bool) -> None:
+    # templates/operator.yaml: WATCH_NAMESPACE, OPERATOR_NAMESPACE, DRIVER_MANAGER_IMAGE; VALIDATOR_IMAGE from v26.7.0.
+    env = _container([install.operator_deployment(replace(PROFILES["default"], operator_version=version), "ns")],
+                     "gpu-operator")["env"]
+    names = ["WATCH_NAMESPACE", "OPERATOR_NAMESPACE", "DRIVER_MANAGER_IMAGE"]
+    assert [e["name"] for e in env] == names + (["VALIDATOR_IMAGE"] if passes_validator_image else [])
+
+
+def test_the_cuda_sample_runs_privileged_on_a_read_only_root() -> None:
+    # validator/manifests/cuda-workload-validation.yaml (v25.10.1..v26.7.0; validator/ at v25.3.4).
+    pod = install.cuda_validator_pod(PROFILES["default"], "gpu-operator", "gpu-node-0")
+    assert pod["spec"]["containers"][0]["securityContext"] == {"privileged": True, "readOnlyRootFilesystem": True}
+    assert pod["spec"]["initContainers"][0]["command"] == ["sh", "-c"]
+
+
+def test_nri_mode_annotates_the_one_container_the_operator_names() -> None:
+    # object_controls.go setNRIPluginAnnotation: the main container; the validator's toolkit-validation.
+    m = install.build(PROFILES["cdi-nri"])
+    annotated = {name_of(d): sorted(d["spec"]["template"]["metadata"].get("annotations", {})) for d in m.daemonsets}
+    assert annotated["nvidia-operator-validator"] == ["nvidia.cdi.k8s.io/container.toolkit-validation"]
+    assert annotated["nvidia-device-plugin-daemonset"] == ["nvidia.cdi.k8s.io/container.nvidia-device-plugin"]
+    assert annotated["gpu-feature-discovery"] == ["nvidia.cdi.k8s.io/container.gpu-feature-discovery"]
+    assert annotated["nvidia-container-toolkit-daemonset"] == []

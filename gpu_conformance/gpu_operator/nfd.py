@@ -5,7 +5,8 @@ Names and labels: NVIDIA/gpu-operator deployments/gpu-operator/charts/node-featu
 (templates/_helpers.tpl `fullname` = <release>-node-feature-discovery, `labels` = helm.sh/chart
 node-feature-discovery-<chart version>, the selector labels, app.kubernetes.io/version <appVersion> and managed-by;
 master.yaml, nfd-gc.yaml and worker.yaml add `role`); the operator's values.yaml sets the priority class, the shared
-ServiceAccount `node-feature-discovery` and the worker's tolerations. Node labels: NFD's kernel and system sources,
+ServiceAccount `node-feature-discovery`, the worker's tolerations and the master's extraLabelNs (in its config file,
+not its args). Node labels: NFD's kernel and system sources,
 and the pci source with the operator's deviceClassWhitelist (facts §1e, §2). The objects keep what a check can
 observe; probes, RBAC and config maps are left out.
 """
@@ -43,6 +44,23 @@ def object_labels(nfd_version: str, role: str) -> dict[str, str]:
             "app.kubernetes.io/managed-by": "Helm"}
 
 
+def chart_args(nfd_version: str, role: str) -> list[str]:
+    """The role's args as the sub-chart renders them with the operator's values (master.yaml, worker.yaml, nfd-gc.yaml
+    at NFD v0.17.3, v0.18.x, v0.19.0: featureGates NodeFeatureGroupAPI=false until v0.19, metrics and gRPC health
+    ports until v0.18, one -port after; leader election always until v0.19, then only with several replicas; the
+    worker's -owner-refs from v0.19; gc.interval 1h). Sub-charts before v0.17 are not modelled: no args."""
+    if role == "gc":
+        return ["-gc-interval=1h"]
+    minor = tuple(int(p) for p in nfd_version.lstrip("v").split(".")[:2])
+    if minor < (0, 17):
+        return []
+    gates = [] if minor >= (0, 19) else ["-feature-gates=NodeFeatureGroupAPI=false"]
+    ports = ["-metrics=8081", "-grpc-health=8082"] if minor < (0, 18) else ["-port=8080"]
+    if role == "master":
+        return (["-enable-leader-election"] if minor < (0, 19) else []) + gates + ports
+    return gates + (["-owner-refs=pod,ds"] if minor >= (0, 19) else []) + ports
+
+
 def chart_objects(nfd_version: str, image: str, namespace: str) -> list[Obj]:
     """Master and gc Deployments and the worker DaemonSet (on every node), in the order Helm lists them."""
     out: list[Obj] = []
@@ -50,14 +68,13 @@ def chart_objects(nfd_version: str, image: str, namespace: str) -> list[Obj]:
         selector = selector_labels(role)
         container: Obj = {"name": role, "image": image, "imagePullPolicy": "IfNotPresent",
                           "command": [f"nfd-{role}"]}
+        if args := chart_args(nfd_version, role):
+            container["args"] = args
         if role == "worker":
-            container["args"] = ["-server=" + object_name("master") + ":8080"]
             container["env"] = [env_field("NODE_NAME", "spec.nodeName"),
                                 env_field("POD_NAME", "metadata.name"), env_field("POD_UID", "metadata.uid")]
         else:
             container["env"] = [env_field("NODE_NAME", "spec.nodeName")]
-            if role == "master":
-                container["args"] = ["-extra-label-ns=nvidia.com"]
         pod_spec: Obj = {"serviceAccountName": NAME, "priorityClassName": PRIORITY_CLASS, "containers": [container]}
         if role == "worker":
             pod_spec["tolerations"] = [dict(CONTROL_PLANE_TOLERATION), GPU_TOLERATION]
