@@ -294,7 +294,7 @@ def _cluster_policy(ctx: _Ctx) -> Obj:
     return {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
         "metadata": {"name": "cluster-policy", "uid": ctx.cp_uid, "creationTimestamp": T0, "generation": 1,
-                     "labels": dict(policy.CHART_CR_LABELS)},
+                     "labels": policy.chart_labels(ctx.comp.operator)},
         "spec": spec,
         "status": policy.ready_status(ctx.ns, ctx.v, T2),
     }

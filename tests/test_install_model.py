@@ -71,6 +71,7 @@ def test_the_factory_and_the_simulator_render_the_same_operands(version: str) ->
     assert factory[main]["args"] == sim[main]["args"]
     assert [name_of(rc) for rc in snap.runtimeclasses] == [name_of(rc) for rc in install.runtime_classes(profile)]
     assert snap.clusterpolicies[0]["spec"] == install.clusterpolicy_spec(profile)
+    assert snap.clusterpolicies[0]["metadata"]["labels"] == install.clusterpolicy(profile)["metadata"]["labels"]
 
 
 def test_the_factory_keeps_every_validator_stage_of_its_release() -> None:

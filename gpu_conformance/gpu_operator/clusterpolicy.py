@@ -32,6 +32,12 @@ READY_MESSAGE = "ClusterPolicy is ready as all resources have been successfully 
 CHART_CR_LABELS = {"app.kubernetes.io/component": "gpu-operator", "app.kubernetes.io/managed-by": "Helm"}
 
 
+def chart_labels(chart_version: str) -> dict[str, str]:
+    """The ClusterPolicy's labels: templates/clusterpolicy.yaml gives it gpu-operator.labels and its component."""
+    return {**CHART_CR_LABELS, "app.kubernetes.io/instance": "gpu-operator", "app.kubernetes.io/name": "gpu-operator",
+            "app.kubernetes.io/version": chart_version, "helm.sh/chart": f"gpu-operator-{chart_version}"}
+
+
 # The spec sections the chart switches on by default (dcgm: Helm default false, the Go default would be true).
 CHART_DEFAULT_ON = frozenset({"driver", "toolkit", "devicePlugin", "gfd", "dcgmExporter", "migManager"})
 

@@ -125,12 +125,9 @@ def clusterpolicy_spec(profile: Profile) -> Obj:
 
 
 def clusterpolicy(profile: Profile) -> Obj:
-    c = profile.components
     return {
         "apiVersion": CLUSTERPOLICY_API_VERSION, "kind": "ClusterPolicy",
-        "metadata": {"name": CLUSTERPOLICY_NAME, "labels": {
-            **policy.CHART_CR_LABELS, "app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/name": "gpu-operator",
-            "app.kubernetes.io/version": c.operator, "helm.sh/chart": f"gpu-operator-{c.operator}"}},
+        "metadata": {"name": CLUSTERPOLICY_NAME, "labels": policy.chart_labels(profile.components.operator)},
         "spec": clusterpolicy_spec(profile),
     }
 
