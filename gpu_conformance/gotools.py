@@ -65,7 +65,7 @@ NVIDIA_CONTAINER_RUNTIME = GoTool(
     "nvidia-container-runtime", f"{_NCT}/cmd/nvidia-container-runtime", f"v{_NCT_VERSION}", ("--version",),
     f"NVIDIA Container Runtime version {_NCT_VERSION}",
     ldflags=f"-s -w -X {_NCT}/internal/info.version={_NCT_VERSION}", cgo=True)
-# NVIDIA's CDI generator (`nvidia-ctk cdi generate`), run against the fake NVML (fakenvml.py): the same module,
+# NVIDIA's CDI generator (`nvidia-ctk cdi generate`), run against the fake NVML (sim/fakegpu/nvml.py): the same module,
 # version, cgo need and version stamp as the runtime. urfave/cli prints "<Name> version <Version>".
 NVIDIA_CTK = GoTool(
     "nvidia-ctk", f"{_NCT}/cmd/nvidia-ctk", f"v{_NCT_VERSION}", ("--version",),

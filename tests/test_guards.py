@@ -181,3 +181,53 @@ def test_the_private_name_guard_sees_both_spellings(tmp_path: Path) -> None:
     f.write_text("from gpu_conformance.sim.builds.binaries import _build\n"
                  "from gpu_conformance.sim.builds import binaries as b\nb._go_env()\n")
     assert private_imports(f) == ["b._go_env", "gpu_conformance.sim.builds.binaries._build"]
+
+
+# ---- the test bed's rooms: each imports only rooms on a lower floor (README, Architecture) ------------------------
+# The tiers on top (the sim tier's boot and reuse, the kind tier), the simulated GPU Operator under them, then the
+# control plane and the fake GPU stack, and on the ground what every room shares: Go builds, the API client and
+# process supervision, the profiles of the simulated clusters. Rooms on one floor do not import each other.
+SIM_FLOORS = {"tiers": 4, "kind": 4, "operator": 3, "controlplane": 2, "fakegpu": 2,
+              "builds": 1, "services": 1, "profiles": 1}
+SIM_TIER_MODULES = {"session", "reuse"}  # the sim tier: files of sim/ itself
+
+
+def sim_room(module: str) -> str | None:
+    """The room of a gpu_conformance.sim module ('tiers' for the sim tier's own files), None outside sim/."""
+    parts = module.split(".")
+    if parts[:2] != ["gpu_conformance", "sim"] or len(parts) < 3:
+        return None
+    return "tiers" if parts[2] in SIM_TIER_MODULES else parts[2]
+
+
+def sim_imports_not_downward(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for me, targets in graph.items():
+        mine = sim_room(me)
+        if mine is None:
+            continue
+        for t in targets:
+            theirs = sim_room(t)
+            if theirs is not None and theirs != mine and SIM_FLOORS[theirs] >= SIM_FLOORS[mine]:
+                bad.append(f"{me} -> {t}")
+    return sorted(bad)
+
+
+def test_every_module_of_the_test_bed_stands_in_a_room() -> None:
+    rooms = {sim_room(m) for m in import_graph()} - {None}
+    assert rooms <= set(SIM_FLOORS), f"place {sorted(rooms - set(SIM_FLOORS))} on a floor in SIM_FLOORS"
+
+
+def test_the_test_beds_rooms_import_only_downward() -> None:
+    assert sim_imports_not_downward(import_graph()) == []
+
+
+def test_the_room_guard_sees_an_upward_and_a_sideways_import() -> None:
+    graph = {"gpu_conformance.sim.services.kube_client": {"gpu_conformance.sim.operator.install"},
+             "gpu_conformance.sim.fakegpu.stack": {"gpu_conformance.sim.controlplane.cluster"},
+             "gpu_conformance.sim.operator.install": {"gpu_conformance.sim.profiles.catalogue",
+                                                      "gpu_conformance.sim.operator.dra"},
+             "gpu_conformance.sim.reuse": {"gpu_conformance.sim.session"}}
+    assert sim_imports_not_downward(graph) == [
+        "gpu_conformance.sim.fakegpu.stack -> gpu_conformance.sim.controlplane.cluster",
+        "gpu_conformance.sim.services.kube_client -> gpu_conformance.sim.operator.install"]

@@ -84,7 +84,7 @@ def start_sim(profile: str = "default", gpu_nodes: int = 3, cpu_nodes: int = 1, 
             # The operand side (kubelet and operand programs) is the same process for both operators.
             start_operand_loop(cluster, inst.profile, inst.namespace)
         # Faults change what the loop would otherwise do on its first round (e.g. advertise GPUs again).
-        wait_started(Kube(cluster.api_client()), cluster._procs[OPERAND_LOOP].pid)
+        wait_started(Kube(cluster.api_client()), cluster.process(OPERAND_LOOP).pid)
         fault_catalogue.apply_all(inst, list(faults or []), cluster)
         if operator == "sim":
             # The hand-written operator keeps its ClusterPolicy status current, in a process of its own that

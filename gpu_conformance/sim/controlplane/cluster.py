@@ -24,7 +24,6 @@ import shutil
 import signal
 import socket
 import ssl
-import subprocess
 import tempfile
 import threading
 import time
@@ -33,7 +32,6 @@ import urllib.request
 import weakref
 from base64 import b64encode
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -48,6 +46,7 @@ from gpu_conformance.pids import pid_alive
 from gpu_conformance.sim.builds import binaries
 from gpu_conformance.sim.controlplane.pki import Pki, make_pki
 from gpu_conformance.sim.services.failed_start import cleaned_up_on_failure
+from gpu_conformance.sim.services.processes import Proc, last_line, proc_stat, spawn_logged, stop_all
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -72,12 +71,11 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 # Everything the sim writes into its state dir: `sim down` removes these and nothing else.
 STATE_ENTRIES = ("kubeconfig", "kwok.yaml", PIDS_FILE, "logs", "pki", "kwok-home", "etcd",
                  *(f"{c}.log" for c in COMPONENTS),
-                 # Logs of the processes the simulated and the real operator add (operator_status.LOOP_NAME,
+                 # Logs of the processes the simulated and the real operator add (operator/status.LOOP_NAME,
                  # real_operator.PROCESS / OPERAND_LOOP): sim down removes them too.
                  "sim-operator-status.log", "gpu-operator.log", "sim-operands.log")
 
 _CONTAINER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_STOP_GRACE = 5.0
 # The API server holds no state of its own (etcd does) but drains watches on SIGTERM for longer than any
 # caller waits (5 s measured, then SIGKILL anyway): a short grace, then it is killed.
 _GRACE_BY_NAME = {"kube-apiserver": 1.0}
@@ -102,31 +100,6 @@ class StateDirError(UsageError):
 
 class _NotYet(Exception):
     """A readiness probe that has not passed yet; tenacity retries on it."""
-
-
-@dataclass
-class Proc:
-    name: str
-    pid: int
-    start_time: int           # /proc/<pid>/stat field 22: guards against killing a recycled pid
-    popen: subprocess.Popen[bytes] | None = None
-
-
-# The caller's proxy and kubeconfig settings: a component gets its own (or none), never these.
-_NOT_INHERITED = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG"}
-
-
-def spawn_logged(name: str, cmd: list[str], log_path: Path, cwd: Path, env: dict[str, str]) -> Proc:
-    """Start one component in a session of its own (stopped by its process group), its output appended to
-    log_path after a line naming the command; the environment is ours without _NOT_INHERITED, plus `env`."""
-    run_env = {k: v for k, v in os.environ.items() if k.upper() not in _NOT_INHERITED}
-    run_env.update(env)
-    with open(log_path, "ab") as log:
-        log.write(f"\n# {datetime.now(UTC).isoformat()} {' '.join(cmd)}\n".encode())
-        log.flush()
-        popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                 cwd=cwd, env=run_env, start_new_session=True, close_fds=True)
-    return Proc(name, popen.pid, proc_start_time(popen.pid) or 0, popen)
 
 
 # Started, non-detached clusters: stopped at interpreter exit and on SIGTERM.
@@ -201,7 +174,7 @@ class SimCluster:
                     # kcm and the scheduler read the authentication ConfigMap once at startup and exit if
                     # the apiserver is not serving yet, hence only now.
                     for name in ("kube-controller-manager", "kube-scheduler"):
-                        self._spawn(name, self._command(name, bin_dir))
+                        self.spawn(name, self._command(name, bin_dir))
                     self._wait_ready(deadline)
             return self
 
@@ -210,7 +183,7 @@ class SimCluster:
         tick = os.sysconf("SC_CLK_TCK")
         out: dict[str, float] = {}
         for name, proc in self._procs.items():
-            stat = _proc_stat(proc.pid)
+            stat = proc_stat(proc.pid)
             if stat:
                 # Fields after the command (stat[0] = state): utime 11, stime 12, cutime 13, cstime 14.
                 out[name] = sum(int(stat[i]) for i in (11, 12, 13, 14)) / tick
@@ -222,7 +195,7 @@ class SimCluster:
 
     def _teardown(self, keep_state_dir: bool) -> None:
         with self._lock:
-            _kill_all(list(self._procs.values()))
+            stop_all(list(self._procs.values()), _GRACE_BY_NAME)
             self._procs.clear()
             if self._etcd_dir is not None:
                 shutil.rmtree(self._etcd_dir, ignore_errors=True)
@@ -307,7 +280,7 @@ class SimCluster:
         self._etcd_dir = _make_etcd_dir(self.state_dir)
         # Together: the apiserver retries etcd and kwok waits for the apiserver by itself.
         for name in ("etcd", "kube-apiserver") + (() if self.api_only else ("kwok",)):
-            self._spawn(name, self._command(name, bin_dir))
+            self.spawn(name, self._command(name, bin_dir))
 
     def _command(self, name: str, bin_dir: Path) -> list[str]:
         assert self._pki is not None and self._etcd_dir is not None
@@ -396,7 +369,9 @@ class SimCluster:
                     "--v=WARN"]
         raise ValueError(name)
 
-    def _spawn(self, name: str, cmd: list[str]) -> None:
+    def spawn(self, name: str, cmd: list[str]) -> None:
+        """Run `cmd` as one of this cluster's processes: in pids.json, logged to <state dir>/<name>.log, stopped
+        with the cluster (the operators' loops and the real operator run this way too)."""
         env = {key: DEAD_PROXY for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
         env["NO_PROXY"] = env["no_proxy"] = ",".join((LOOPBACK, "localhost"))
         # kwok also loads $KWOK_WORKDIR/kwok.yaml; point it at an empty dir so a developer's
@@ -404,6 +379,10 @@ class SimCluster:
         env["KWOK_WORKDIR"] = str(self.state_dir / "kwok-home")
         self._procs[name] = spawn_logged(name, cmd, self.state_dir / f"{name}.log", self.state_dir, env)
         self._write_pids()
+
+    def process(self, name: str) -> Proc | None:
+        """The process `spawn` started under `name`, if it did."""
+        return self._procs.get(name)
 
     def _write_pids(self) -> None:
         data = {
@@ -473,8 +452,8 @@ class SimCluster:
         assert self.bin_dir is not None
         old = self._procs.pop("kwok", None)
         if old is not None:
-            _kill_all([old])
-        self._spawn("kwok", self._command("kwok", self.bin_dir))
+            stop_all([old], _GRACE_BY_NAME)
+        self.spawn("kwok", self._command("kwok", self.bin_dir))
         self._wait_ready(time.monotonic() + 30.0, only=("kwok",))
 
     # ---------------------------------------------------------------- internals: readiness
@@ -587,7 +566,7 @@ def stop_state_dir(state_dir: Path) -> None:
             data = json.loads(pids_path.read_text())
     procs = [Proc(name, int(p["pid"]), int(p.get("start_time", 0)))
              for name, p in (data.get("processes") or {}).items()]
-    _kill_all(procs)
+    stop_all(procs, _GRACE_BY_NAME)
     etcd_dir = data.get("etcd_data_dir")
     if etcd_dir and _is_our_etcd_dir(Path(etcd_dir), state_dir):
         shutil.rmtree(etcd_dir, ignore_errors=True)
@@ -681,73 +660,6 @@ def _probe(opener: urllib.request.OpenerDirector, url: str) -> None:
         raise _NotYet(str(getattr(exc, "reason", exc))) from None
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (index 0 = state), or None if gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rindex(")") + 2:].split()
-
-
-def proc_start_time(pid: int) -> int | None:
-    stat = _proc_stat(pid)
-    return int(stat[19]) if stat else None
-
-
-def _group_alive(pgid: int) -> bool:
-    # Zombies do not count: a reaped-later child must not make teardown wait for nothing.
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat = _proc_stat(int(entry.name))
-            if stat and stat[2] == str(pgid) and stat[0] != "Z":
-                return True
-    return False
-
-
-def _ours(proc: Proc) -> bool:
-    # The group leader still being the process we started (same start time) proves the pgid is ours.
-    if proc.popen is not None and proc.popen.poll() is None:
-        return True
-    start = proc_start_time(proc.pid)
-    return start is not None and (proc.start_time == 0 or start == proc.start_time)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _kill_all(procs: list[Proc]) -> None:
-    """Stop each group in reverse start order: SIGTERM, up to _STOP_GRACE s, then SIGKILL; reap children.
-
-    One at a time, dependents first (kwok, scheduler, kcm, apiserver, etcd): the apiserver exits in
-    about a second while etcd is still up, but stalls for seconds when etcd is killed under it.
-    """
-    for proc in reversed(procs):
-        if not _ours(proc):
-            continue
-        _signal_group(proc.pid, signal.SIGTERM)
-        if not _wait_group_gone(proc, _GRACE_BY_NAME.get(proc.name, _STOP_GRACE)):
-            _signal_group(proc.pid, signal.SIGKILL)
-            # After SIGKILL the kernel may need a moment to tear the process down and free its ports.
-            _wait_group_gone(proc, _STOP_GRACE)
-        if proc.popen is not None:
-            # Reap our child: the group check ignores zombies, so it may have died after the last poll.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.popen.wait(timeout=_STOP_GRACE)
-
-
-def _wait_group_gone(proc: Proc, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if not _group_alive(proc.pid):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-
-
 def _cri_lines(text: str) -> str:
     # CRI log format: "<RFC3339Nano timestamp> <stream> <P|F> <content>"; F = a full line.
     now = time.time_ns()
@@ -762,14 +674,6 @@ def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     tmp.write_text(text)
     tmp.chmod(mode)
     os.replace(tmp, path)
-
-
-def last_line(log: Path) -> str:
-    try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return "no log"
-    return lines[-1][:300] if lines else "empty log"
 
 
 # -------------------------------------------------------------------- exit and SIGTERM hooks

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.sim.controlplane.cluster import proc_start_time
+from gpu_conformance.sim.services.processes import proc_start_time
 
 # Capability names by number (linux/capability.h), to read this machine's bounding set.
 _CAPS = (

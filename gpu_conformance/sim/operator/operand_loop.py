@@ -60,6 +60,7 @@ from gpu_conformance.sim.controlplane.cluster import KWOK_NODE_ANNOTATION, KWOK_
 from gpu_conformance.sim.operator import dra, pod_states
 from gpu_conformance.sim.operator import install as inst
 from gpu_conformance.sim.profiles.catalogue import Profile, get_profile
+from gpu_conformance.sim.services.processes import is_same_process
 from gpu_conformance.sim.services.watch_cache import WatchCache, WatchSet
 
 Obj = dict[str, Any]
@@ -310,7 +311,7 @@ class OperandSim:
         from gpu_conformance.sim.services.kube_client import collection_path
 
         self._watches = WatchSet(self.kube)
-        # Named by kind: StatusWriter and settle (operator_status.py) read the same copies during an install.
+        # Named by kind: StatusWriter and settle (status.py) read the same copies during an install.
         self._node_cache = self._watches.watch("Node", collection_path("Node"),
                                                lambda n: self._touched(n["metadata"]["name"]))
         self._pod_cache = self._watches.watch("Pod", collection_path("Pod", self.ns),
@@ -326,7 +327,7 @@ class OperandSim:
 
     def status_watches(self) -> WatchSet | None:
         """The loop's watch copies plus the operator namespace's DaemonSets and ControllerRevisions: what the
-        ClusterPolicy status is computed from (operator_status.StatusWriter), without a LIST of every pod and
+        ClusterPolicy status is computed from (status.StatusWriter), without a LIST of every pod and
         node per status write (at 300 GPU nodes those LISTs were most of the installer's own CPU)."""
         if self._watches is None:
             return None
@@ -657,14 +658,6 @@ class OperatorPause:
         self.start_time = start_time
         self.paused = False
 
-    def _ours(self) -> bool:
-        # The pid must still be the process the cluster started (same start time), never a recycled one.
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
-            return False
-        return int(stat[stat.rindex(")") + 2:].split()[19]) == self.start_time
-
     def step(self) -> None:
         deps = [d for d in self.kube.list("Deployment", self.ns) if d["metadata"]["name"] == op.OPERATOR_DEPLOYMENT]
         available = not deps or bool((deps[0].get("status") or {}).get("availableReplicas"))
@@ -673,7 +666,8 @@ class OperatorPause:
         self.set_paused(not available)
 
     def set_paused(self, paused: bool) -> None:
-        if self._ours():
+        # The pid must still be the process the cluster started (same start time), never a recycled one.
+        if is_same_process(self.pid, self.start_time):
             os.kill(self.pid, signal.SIGSTOP if paused else signal.SIGCONT)
             self.paused = paused
 

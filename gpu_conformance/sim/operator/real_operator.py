@@ -26,10 +26,10 @@ from typing import Any
 from gpu_conformance import operands as op
 from gpu_conformance.errors import ConformanceError, UsageError
 from gpu_conformance.sim.builds import operator_module
-from gpu_conformance.sim.controlplane.cluster import last_line
 from gpu_conformance.sim.operator import install as inst
 from gpu_conformance.sim.operator.chart import clusterpolicy_from_module
 from gpu_conformance.sim.profiles.catalogue import Profile, get_profile
+from gpu_conformance.sim.services.processes import last_line
 
 Obj = dict[str, Any]
 PROCESS = "gpu-operator"
@@ -108,12 +108,12 @@ def launch(cluster: Any, profile: Profile, namespace: str = NAMESPACE, timeout: 
     cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT, "sh", str(root), str(opt),
            str(hostetc), *env, str(binary), "--metrics-bind-address=0",
            f"--health-probe-bind-address=127.0.0.1:{port}", "--zap-time-encoding=rfc3339"]
-    cluster._spawn(PROCESS, cmd)
+    cluster.spawn(PROCESS, cmd)
     deadline = time.monotonic() + timeout
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     log = cluster.state_dir / f"{PROCESS}.log"
     while True:
-        proc = cluster._procs.get(PROCESS)
+        proc = cluster.process(PROCESS)
         if proc is not None and proc.popen is not None and proc.popen.poll() is not None:
             raise RealOperatorError(f"the real operator exited with code {proc.popen.returncode} at start: "
                                     f"{last_line(log)} (log: {log})")
@@ -132,10 +132,10 @@ def launch(cluster: Any, profile: Profile, namespace: str = NAMESPACE, timeout: 
 def start_operand_loop(cluster: Any, profile: Profile, namespace: str = NAMESPACE) -> None:
     cmd = [sys.executable, "-m", "gpu_conformance.sim.operator.operand_loop", f"--kubeconfig={cluster.kubeconfig}",
            f"--namespace={namespace}", f"--profile={profile.name}", f"--logs-dir={cluster.logs_dir / 'pods'}"]
-    proc = cluster._procs.get(PROCESS)
+    proc = cluster.process(PROCESS)
     if proc is not None:
         cmd += [f"--operator-pid={proc.pid}", f"--operator-start-time={proc.start_time}"]
-    cluster._spawn(OPERAND_LOOP, cmd)
+    cluster.spawn(OPERAND_LOOP, cmd)
 
 
 def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int = 3, cpu_nodes: int = 1,

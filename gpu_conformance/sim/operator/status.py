@@ -309,9 +309,9 @@ LOOP_NAME = "sim-operator-status"
 
 def start_status_loop(cluster: Any, namespace: str, operator_version: str, period: float = 1.0) -> None:
     """Run the loop as one of the cluster's processes (in pids.json, stopped by `sim down` / stop())."""
-    cluster._spawn(LOOP_NAME, [sys.executable, "-m", "gpu_conformance.sim.operator.status",
-                               f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
-                               f"--version={operator_version}", f"--period={period}"])
+    cluster.spawn(LOOP_NAME, [sys.executable, "-m", "gpu_conformance.sim.operator.status",
+                              f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
+                              f"--version={operator_version}", f"--period={period}"])
 
 
 def _on_term(signum: int, frame: FrameType | None) -> None:
