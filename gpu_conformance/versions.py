@@ -51,6 +51,9 @@ PLUGIN_VALIDATION_NO_WORKLOAD = "plugin-validation-no-workload"
 # Driver DaemonSets and their pods carry app.kubernetes.io/component=nvidia-driver; before, only app=<DaemonSet>.
 # Checks find driver pods by their owning DaemonSet, so they never need this rule; the factory builds by it.
 DRIVER_COMPONENT_LABEL = "driver-component-label"
+# The chart's operator Deployment passes VALIDATOR_IMAGE (the validator image the operator's states use); before,
+# only DRIVER_MANAGER_IMAGE (deployments/gpu-operator/templates/operator.yaml at v26.3.3 and v26.7.0).
+OPERATOR_VALIDATOR_IMAGE_ENV = "operator-validator-image-env"
 # state-mps-control-daemon (DaemonSet nvidia-device-plugin-mps-control-daemon) and GFD's nvidia.com/mps.capable
 # label (signals.yaml: both first at v24.3.0).
 MPS_CONTROL_DAEMON = "mps-control-daemon"
@@ -69,7 +72,7 @@ RELEASES: dict[Version, tuple[str, ...]] = {
     (25, 10, 0): (CDI_DEFAULT_ON, VALIDATOR_IN_OPERATOR_IMAGE, SANDBOX_WORKLOADS_MODE, CDI_DEFAULT_KEY_DROPPED,
                   RUNTIME_DROP_IN_CONFIG, GDRCOPY_VALIDATION, VALIDATOR_SLEEP_LOOP, DRIVER_STARTUP_PROBE_CONFIGMAP),
     (26, 3, 0): (CDI_NRI_PLUGIN, FS_VALIDATION_IN_DRIVER_VALIDATION),
-    (26, 7, 0): (NOT_READY_SEMICOLON, CLIENT_DEPLOY_LABEL, GPUCLUSTER_CONTROLLER),
+    (26, 7, 0): (NOT_READY_SEMICOLON, CLIENT_DEPLOY_LABEL, GPUCLUSTER_CONTROLLER, OPERATOR_VALIDATOR_IMAGE_ENV),
 }
 RULES: dict[str, Version] = {rule: release for release, rules in RELEASES.items() for rule in rules}
 

@@ -23,9 +23,12 @@ from gpu_conformance.cluster.podstate import pod_ready
 from gpu_conformance.cluster.selectors import match_labels
 from gpu_conformance.cluster.snapshot import GPU_PRESENT_LABEL, ClusterSnapshot, labels_of, name_of
 from gpu_conformance.gpu_operator import clusterpolicy as policy
-from gpu_conformance.gpu_operator import gpu_node
+from gpu_conformance.gpu_operator import dra_driver, gpu_node, nfd, nvidiadriver
 from gpu_conformance.gpu_operator import operand_specs as specs
-from gpu_conformance.gpu_operator.hardware import BY_PRODUCT, GpuHardware
+from gpu_conformance.gpu_operator.cuda_validator import cuda_validator_pod
+from gpu_conformance.gpu_operator.hardware import BY_PRODUCT, GpuHardware, cuda_version_for_driver
+from gpu_conformance.gpu_operator.operand_daemonsets import RenderInput, operand_daemonsets
+from gpu_conformance.gpu_operator.operator_deployment import operator_deployment
 from gpu_conformance.gpu_operator.releases import ComponentVersions, Images, components_for, images
 
 Obj = dict[str, Any]
@@ -34,12 +37,10 @@ T0 = "2026-10-01T09:00:00Z"   # objects created
 T1 = "2026-10-01T09:05:00Z"   # containers started
 T2 = "2026-10-01T09:06:00Z"   # init containers / cuda validator finished
 T3 = "2026-10-01T09:30:00Z"   # later: a runtime refusal after everything was up (sandbox_refused's events)
-NFD_RELEASE = "gpu-operator-node-feature-discovery"
-DRIVER_CRD_DS = "nvidia-gpu-driver-ubuntu22.04-7c6d7bd86b"
-
 HOST_DRIVER_VERSION = "580.95.05"
-# The factory's nodes run Ubuntu 22.04: the operator appends it to the driver image tag.
-NODE_OS_TAG = "ubuntu22.04"
+# The factory's nodes run Ubuntu 22.04 on this kernel: the operator appends the OS to the driver image tag.
+NODE_OS_ID, NODE_OS_VERSION, NODE_KERNEL = "ubuntu", "22.04", "5.15.0-122-generic"
+NODE_OS_TAG = NODE_OS_ID + NODE_OS_VERSION
 MIG_PROFILE = "1g.5gb"       # the mixed-strategy profile the factory uses: 7 per A100-40GB
 MIG_PER_GPU = 7
 GFD_TIMESTAMP = 1790845560
@@ -48,6 +49,12 @@ GFD_TIMESTAMP = 1790845560
 # ---- small utilities -------------------------------------------------------------------------------
 def _uid(*parts: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
+
+
+CLUSTERPOLICY_UID = _uid("clusterpolicy", "cluster-policy")
+NVIDIADRIVER_UID = _uid("nvidiadriver", "default")
+# The DaemonSet the NVIDIADriver `default` gets (driver="crd").
+DRIVER_CRD_DS = nvidiadriver.app_name("gpu", NODE_OS_TAG, NVIDIADRIVER_UID)
 
 
 def _suffix(*parts: str, n: int = 5) -> str:
@@ -125,7 +132,7 @@ class _Ctx:
 
     @property
     def cp_uid(self) -> str:
-        return _uid("clusterpolicy", "cluster-policy")
+        return CLUSTERPOLICY_UID
 
     @property
     def runtime_class(self) -> str | None:
@@ -187,21 +194,21 @@ def _conditions(initialized: bool, ready: bool, ready_reason: str = "ContainersN
 
 
 # ---- pods ---------------------------------------------------------------------------------------------
-def _pod(ctx: _Ctx, name: str, node: str, labels: dict[str, str], owner: Obj, inits: list[Obj],
-         containers: list[Obj], *, runtime_class: str | None = None, succeeded: bool = False,
-         annotations: dict[str, str] | None = None, generate_name: str = "") -> Obj:
+def _pod(ctx: _Ctx, name: str, node: str, labels: dict[str, str], owner: Obj, template: Obj, *,
+         succeeded: bool = False, annotations: dict[str, str] | None = None, generate_name: str = "") -> Obj:
+    """A pod of `template` (a pod spec) bound to `node`, with the status kubelet reports once it ran."""
     meta: Obj = {"name": name, "generateName": generate_name or name.rsplit("-", 1)[0] + "-",
                  "namespace": ctx.ns, "uid": _uid("pod", ctx.ns, name), "creationTimestamp": T0,
                  "labels": dict(labels), "ownerReferences": [owner]}
     if annotations:
         meta["annotations"] = annotations
-    spec: Obj = {"nodeName": node, "containers": containers, "restartPolicy": "OnFailure" if succeeded else "Always",
-                 "serviceAccountName": labels.get("app", name), "priorityClassName": "system-node-critical",
-                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    inits = [dict(c) for c in template.get("initContainers", [])]
+    containers = [dict(c) for c in template["containers"]]
+    spec: Obj = {**template, "nodeName": node, "containers": containers,
+                 "restartPolicy": template.get("restartPolicy", "OnFailure" if succeeded else "Always")}
+    spec.pop("initContainers", None)
     if inits:
         spec["initContainers"] = inits
-    if runtime_class:
-        spec["runtimeClassName"] = runtime_class
     status: Obj = {
         "phase": "Succeeded" if succeeded else "Running",
         "conditions": _conditions(True, not succeeded, completed=succeeded),
@@ -220,23 +227,16 @@ def _ds_pod(ctx: _Ctx, ds: Obj, node: str) -> Obj:
     name = f"{name_of(ds)}-{_suffix(name_of(ds), node)}"
     labels = {**tmpl["metadata"]["labels"], "controller-revision-hash": _suffix(name_of(ds), n=10),
               "pod-template-generation": "1"}
-    return _pod(ctx, name, node, labels, _owner("DaemonSet", name_of(ds), ds["metadata"]["uid"]),
-                [dict(c) for c in tmpl["spec"].get("initContainers", [])],
-                [dict(c) for c in tmpl["spec"]["containers"]],
-                runtime_class=tmpl["spec"].get("runtimeClassName"),
+    return _pod(ctx, name, node, labels, _owner("DaemonSet", name_of(ds), ds["metadata"]["uid"]), tmpl["spec"],
                 annotations=tmpl["metadata"].get("annotations"), generate_name=name_of(ds) + "-")
 
 
 def _cuda_validator_pod(ctx: _Ctx, node: str) -> Obj:
     name = f"{ops.CUDA_VALIDATOR_APP}-{_suffix('cuda', node)}"
-    img = ctx.validator_image
-    owner = _owner("ClusterPolicy", "cluster-policy", ctx.cp_uid, "nvidia.com/v1")
-    return _pod(ctx, name, node, {"app": ops.CUDA_VALIDATOR_APP}, owner,
-                [_container("cuda-validation", img, {"NVIDIA_VISIBLE_DEVICES": "all"}, command=["vectorAdd"])],
-                [_container(ops.CUDA_VALIDATOR_APP, img, command=["sh", "-c"],
-                            args=["echo cuda workload validation is successful"])],
-                runtime_class=ctx.runtime_class, succeeded=True, generate_name=ops.CUDA_VALIDATOR_APP + "-",
-                annotations={"nvidia.cdi.k8s.io/container.cuda-validation": "management.nvidia.com/gpu=all"})
+    pod = cuda_validator_pod(ctx.validator_image, ctx.ns, node, ctx.runtime_class, name=name)
+    meta = pod["metadata"]
+    return _pod(ctx, name, node, meta["labels"], _cp_owner(ctx), pod["spec"], succeeded=True,
+                generate_name=ops.CUDA_VALIDATOR_APP + "-", annotations=meta["annotations"])
 
 
 # ---- nodes --------------------------------------------------------------------------------------------
@@ -253,14 +253,11 @@ def _gfd_labels(ctx: _Ctx) -> dict[str, str]:
 def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
               "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
-              "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
-              "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
-              "feature.node.kubernetes.io/kernel-version.full": "5.15.0-122-generic",
+              **nfd.node_labels(NODE_KERNEL, NODE_OS_ID, NODE_OS_VERSION, gpu),
               "feature.node.kubernetes.io/cpu-model.vendor_id": "Intel"}
     capacity = {"cpu": "16", "memory": "65842516Ki", "pods": "110", "ephemeral-storage": "203056560Ki",
                 "hugepages-2Mi": "0"}
     if gpu:
-        labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
         labels.update(gpu_node.operator_node_labels(ctx.v, ctx.hardware, mig_manager=True,
                                                     driver_pre_installed=ctx.driver == "pre-installed",
                                                     driver_pods=ctx.driver in ("operator", "crd")))
@@ -281,7 +278,7 @@ def _node(ctx: _Ctx, name: str, gpu: bool) -> Obj:
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "kubelet is posting ready status", "lastTransitionTime": T0}],
             "nodeInfo": {"kubeletVersion": "v1.33.4", "containerRuntimeVersion": "containerd://2.2.1",
-                         "kernelVersion": "5.15.0-122-generic", "osImage": "Ubuntu 22.04.5 LTS",
+                         "kernelVersion": NODE_KERNEL, "osImage": "Ubuntu 22.04.5 LTS",
                          "operatingSystem": "linux", "architecture": "amd64"},
         },
     }
@@ -297,17 +294,16 @@ def _cluster_policy(ctx: _Ctx) -> Obj:
     return {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
         "metadata": {"name": "cluster-policy", "uid": ctx.cp_uid, "creationTimestamp": T0, "generation": 1,
-                     "labels": dict(policy.CHART_CR_LABELS)},
+                     "labels": policy.chart_labels(ctx.comp.operator)},
         "spec": spec,
         "status": policy.ready_status(ctx.ns, ctx.v, T2),
     }
 
 
 def _nvidia_driver_cr(ctx: _Ctx) -> Obj:
-    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver",
-            "metadata": {"name": "default", "uid": _uid("nvidiadriver", "default"), "creationTimestamp": T0},
-            "spec": {"driverType": "gpu", "repository": "nvcr.io/nvidia", "image": "driver",
-                     "version": ctx.comp.driver, "usePrecompiled": False},
+    return {"apiVersion": nvidiadriver.API_VERSION, "kind": nvidiadriver.KIND,
+            "metadata": {"name": "default", "uid": NVIDIADRIVER_UID, "creationTimestamp": T0},
+            "spec": nvidiadriver.cr_spec(ctx.comp.driver),
             "status": {"state": "ready", "namespace": ctx.ns,
                        "conditions": [{"type": "Ready", "status": "True", "reason": "Reconciled"}]}}
 
@@ -316,192 +312,85 @@ def _runtimeclasses(ctx: _Ctx) -> list[Obj]:
     return [{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": n,
              "metadata": {"name": n, "uid": _uid("runtimeclass", n), "creationTimestamp": T0,
                           "labels": {"app.kubernetes.io/component": "gpu-operator"},
-                          "ownerReferences": [_owner("ClusterPolicy", "cluster-policy", ctx.cp_uid,
-                                                     "nvidia.com/v1")]}}
+                          "ownerReferences": [_cp_owner(ctx)]}}
             for n in specs.runtime_class_names(ctx.cdi, ctx.nri)]
 
 
-# ---- DaemonSets (the operator's operands and the NFD worker) --------------------------------------------
-def _daemonset(ctx: _Ctx, name: str, labels: dict[str, str], node_selector: dict[str, str], inits: list[Obj],
-               containers: list[Obj], *, runtime_class: str | None = None, owner: Obj | None = None,
-               on_delete: bool = False, annotations: dict[str, str] | None = None) -> Obj:
-    tmeta: Obj = {"labels": dict(labels)}
-    if annotations:
-        tmeta["annotations"] = annotations
-    tspec: Obj = {"nodeSelector": node_selector, "containers": containers,
-                  "priorityClassName": "system-node-critical", "serviceAccountName": labels["app"],
-                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
-    if inits:
-        tspec["initContainers"] = inits
-    if runtime_class:
-        tspec["runtimeClassName"] = runtime_class
-    meta: Obj = {"name": name, "namespace": ctx.ns, "uid": _uid("ds", ctx.ns, name), "generation": 1,
-                 "creationTimestamp": T0, "labels": dict(labels),
-                 "annotations": {"deprecated.daemonset.template.generation": "1"}}
-    if owner is not None:
-        meta["ownerReferences"] = [owner]
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta,
-            "spec": {"selector": {"matchLabels": {"app": labels["app"]}}, "template": {"metadata": tmeta,
-                                                                                      "spec": tspec},
-                     "updateStrategy": {"type": "OnDelete"} if on_delete else
-                     {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
-                     "revisionHistoryLimit": 10},
-            "status": {}}
+# ---- DaemonSets and Deployments as the API server serves them ---------------------------------------------
+def _cp_owner(ctx: _Ctx) -> Obj:
+    return policy.owner_reference(ctx.cp_uid)
+
+
+def _served_daemonset(ctx: _Ctx, ds: Obj) -> Obj:
+    """A rendered DaemonSet as the API server serves it: uid, timestamps, generation, the defaults it fills in."""
+    meta = ds["metadata"]
+    meta.update(uid=_uid("ds", ctx.ns, meta["name"]), generation=1, creationTimestamp=T0)
+    meta["annotations"] = {**meta.get("annotations", {}), "deprecated.daemonset.template.generation": "1"}
+    spec = ds["spec"]
+    strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}})
+    if strategy["type"] == "RollingUpdate":
+        strategy["rollingUpdate"].setdefault("maxSurge", 0)
+    spec["revisionHistoryLimit"] = 10
+    ds["status"] = {}
+    return ds
 
 
 def _operand_daemonsets(ctx: _Ctx) -> list[Obj]:
-    img, ns = ctx.images, ctx.ns
-    cp_owner = _owner("ClusterPolicy", "cluster-policy", ctx.cp_uid, "nvidia.com/v1")
-    val = ctx.validator_image
-    tk_validation = _container("toolkit-validation", val, command=["sh", "-c"], args=list(specs.TOOLKIT_GATE_ARGS))
-
-    def sel(op: ops.Operand) -> dict[str, str]:
-        return {op.deploy_label: "true"}
-
-    def lab(op: ops.Operand, **extra: str) -> dict[str, str]:
-        return {"app": op.app, **specs.daemonset_labels(ctx.version), **extra}
-
-    def nri_ann(*ctrs: str) -> dict[str, str] | None:
-        return {f"nvidia.cdi.k8s.io/container.{x}": "management.nvidia.com/gpu=all" for x in ctrs} if ctx.nri \
-            else None
-
+    """What the operator renders from the factory's ClusterPolicy (the install model), as served. The validator
+    keeps every stage its release's asset has (as with gds and gdrcopy enabled), so driver-layer tests have those
+    stages to break; driver="crd" adds the NVIDIADriver's DaemonSet."""
     spec = _cluster_policy(ctx)["spec"]
-
-    def enabled(operand: ops.Operand) -> bool:
-        # Which operands a ClusterPolicy deploys: the same rule the simulated operator follows.
-        return ops.operand_enabled(operand, spec)
-
-    out: list[Obj] = []
-    driver_labels = specs.driver_daemonset_labels(ctx.v)
-    driver_inits = [_container("k8s-driver-manager", img.driver_manager,
-                               {"NODE_NAME": "", "ENABLE_GPU_POD_EVICTION": "true"}, command=["driver-manager"],
-                               args=["uninstall_driver"])]
-    driver_ctrs = [_container("nvidia-driver-ctr", img.driver,
-                              command=["nvidia-driver"], args=["init"],
-                              startupProbe={"exec": {"command": ["sh", "/usr/local/bin/startup-probe.sh"]},
-                                            "initialDelaySeconds": 60, "periodSeconds": 10,
-                                            "failureThreshold": 120, "timeoutSeconds": 60})]
-    if enabled(ops.DRIVER):   # off for a host driver and under the NVIDIADriver CRD
-        out.append(_daemonset(ctx, ops.DRIVER.daemonset, lab(ops.DRIVER, **driver_labels), sel(ops.DRIVER),
-                              driver_inits, driver_ctrs, owner=cp_owner, on_delete=True))
-    elif ctx.driver == "crd":
-        nvd = _owner("NVIDIADriver", "default", _uid("nvidiadriver", "default"), "nvidia.com/v1alpha1")
-        ds = _daemonset(ctx, DRIVER_CRD_DS, {"app": DRIVER_CRD_DS, **driver_labels,
-                                             "nvidia.com/node.os-version": NODE_OS_TAG},
-                        sel(ops.DRIVER), driver_inits, driver_ctrs, owner=nvd, on_delete=True)
-        out.append(ds)
-    if enabled(ops.TOOLKIT):
-        out.append(_daemonset(ctx, ops.TOOLKIT.daemonset, lab(ops.TOOLKIT), sel(ops.TOOLKIT),
-                              [_container("driver-validation", val, {"COMPONENT": "driver", "WITH_WAIT": "true"},
-                                          command=["sh", "-c"], args=["nvidia-validator"])],
-                              [_container("nvidia-container-toolkit-ctr",
-                                          img.toolkit, specs.toolkit_env(ctx.v, ctx.cdi, ctx.nri),
-                                          command=["/bin/bash", "-c"],
-                                          args=["/bin/entrypoint.sh"])], owner=cp_owner))
-    v_inits = []
-    for name in ctx.validator_inits:
-        env = {"COMPONENT": name.removesuffix("-validation"), "WITH_WAIT": str(name == "driver-validation").lower()}
-        if name == "plugin-validation":
-            env.update({"WITH_WORKLOAD": specs.plugin_validation_workload(ctx.v), "MIG_STRATEGY": ctx.mig,
-                        "OPERATOR_NAMESPACE": ns})
-        if name == "cuda-validation":
-            env.update({"OPERATOR_NAMESPACE": ns, "VALIDATOR_IMAGE": val,
-                        "VALIDATOR_RUNTIME_CLASS": ctx.runtime_class or ""})
-        v_inits.append(_container(name, val, env, command=["sh", "-c"], args=["nvidia-validator"]))
-    out.append(_daemonset(ctx, ops.VALIDATOR.daemonset,
-                          lab(ops.VALIDATOR, **{"app.kubernetes.io/part-of": "gpu-operator"}), sel(ops.VALIDATOR),
-                          v_inits, [_container("nvidia-operator-validator", val, command=["sh", "-c"],
-                                               args=specs.validator_main_args(ctx.v))],
-                          runtime_class=ctx.runtime_class, owner=cp_owner,
-                          annotations=nri_ann("driver-validation", "toolkit-validation")))
-    if enabled(ops.DEVICE_PLUGIN):
-        plugin_img = img.device_plugin
-        dp_env = specs.device_plugin_env(ctx.v, ctx.mig, ctx.cdi, ctx.sharing_config is not None)
-        inits, ctrs = [tk_validation], [_container("nvidia-device-plugin", plugin_img, dp_env,
-                                                   command=["/bin/bash", "-c"], args=["/bin/entrypoint.sh"])]
-        if ctx.sharing_config:
-            cm_env = {"CONFIG_FILE_SRCDIR": "/available-configs", "DEFAULT_CONFIG": "any"}
-            inits.append(_container("config-manager-init", plugin_img, {**cm_env, "ONESHOT": "true"},
-                                    command=["config-manager"]))
-            ctrs.append(_container("config-manager", plugin_img, {**cm_env, "ONESHOT": "false"},
-                                   command=["config-manager"]))
-        out.append(_daemonset(ctx, ops.DEVICE_PLUGIN.daemonset, lab(ops.DEVICE_PLUGIN), sel(ops.DEVICE_PLUGIN),
-                              inits, ctrs, runtime_class=ctx.runtime_class, owner=cp_owner,
-                              annotations=nri_ann("nvidia-device-plugin")))
-        if versions.since(versions.MPS_CONTROL_DAEMON, ctx.v):
-            out.append(_daemonset(ctx, specs.MPS_DAEMONSET, {"app": specs.MPS_DAEMONSET},
-                                  {ops.DEVICE_PLUGIN.deploy_label: "true", "nvidia.com/mps.capable": "true"},
-                                  [tk_validation], [_container("mps-control-daemon-ctr", plugin_img)],
-                                  runtime_class=ctx.runtime_class, owner=cp_owner))
-    if enabled(ops.GFD):
-        gfd_img = img.gfd
-        out.append(_daemonset(ctx, ops.GFD.daemonset, lab(ops.GFD, **{"app.kubernetes.io/part-of": "nvidia-gpu"}),
-                              sel(ops.GFD), [tk_validation],
-                              [_container("gpu-feature-discovery", gfd_img,
-                                          {"GFD_SLEEP_INTERVAL": "60s", "GFD_FAIL_ON_INIT_ERROR": "true",
-                                           "MIG_STRATEGY": ctx.mig}, command=["gpu-feature-discovery"])],
-                              runtime_class=ctx.runtime_class, owner=cp_owner,
-                              annotations=nri_ann("gpu-feature-discovery")))
-    if enabled(ops.DCGM_EXPORTER):
-        out.append(_daemonset(ctx, ops.DCGM_EXPORTER.daemonset, lab(ops.DCGM_EXPORTER), sel(ops.DCGM_EXPORTER),
-                              [tk_validation],
-                              [_container("nvidia-dcgm-exporter", img.dcgm_exporter,
-                                          {"DCGM_EXPORTER_LISTEN": ":9400", "DCGM_EXPORTER_KUBERNETES": "true"},
-                                          ports=[{"name": "metrics", "containerPort": 9400}])],
-                              runtime_class=ctx.runtime_class, owner=cp_owner,
-                              annotations=nri_ann("nvidia-dcgm-exporter")))
-    if enabled(ops.MIG_MANAGER):
-        out.append(_daemonset(ctx, ops.MIG_MANAGER.daemonset, lab(ops.MIG_MANAGER), sel(ops.MIG_MANAGER),
-                              [tk_validation],
-                              [_container("nvidia-mig-manager", img.mig_manager, {"WITH_REBOOT": "false"})],
-                              runtime_class=ctx.runtime_class, owner=cp_owner))
-    return out
+    out = operand_daemonsets(RenderInput(ctx.comp, spec, NODE_OS_TAG), ctx.ns, ctx.cp_uid)
+    every_stage = {**spec, "gds": {**spec["gds"], "enabled": True}, "gdrcopy": {**spec["gdrcopy"], "enabled": True}}
+    validator = next(d for d in out if name_of(d) == ops.VALIDATOR.daemonset)
+    validator["spec"]["template"]["spec"]["initContainers"] = _rendered(ctx, every_stage, ops.VALIDATOR)[
+        "spec"]["template"]["spec"]["initContainers"]
+    if ctx.driver == "crd":
+        # The ClusterPolicy's driver template, which the NVIDIADriver renders under its own name.
+        cp_driver = _rendered(ctx, {**spec, "driver": {**spec["driver"], "useNvidiaDriverCRD": False}}, ops.DRIVER)
+        out.insert(0, nvidiadriver.driver_daemonset(cp_driver, ctx.v, "default", NVIDIADRIVER_UID, NODE_OS_TAG))
+    return [_served_daemonset(ctx, d) for d in out]
 
 
-# ---- operator Deployment and NFD ------------------------------------------------------------------------
-def _deployment(ctx: _Ctx, name: str, labels: dict[str, str], containers: list[Obj], node: str) -> tuple[Obj, Obj]:
-    uid = _uid("deploy", ctx.ns, name)
+def _rendered(ctx: _Ctx, spec: Obj, operand: ops.Operand) -> Obj:
+    """The operand's DaemonSet as the operator renders it from ClusterPolicy `spec`."""
+    return next(d for d in operand_daemonsets(RenderInput(ctx.comp, spec, NODE_OS_TAG), ctx.ns)
+                if name_of(d) == operand.daemonset)
+
+
+def _deployment(ctx: _Ctx, dep: Obj, node: str) -> tuple[Obj, Obj]:
+    """A rendered Deployment as served, all replicas available, and its one pod on `node`."""
+    name = name_of(dep)
     rs_hash = _suffix(name, "rs", n=10)
-    dep = {"apiVersion": "apps/v1", "kind": "Deployment",
-           "metadata": {"name": name, "namespace": ctx.ns, "uid": uid, "generation": 1, "creationTimestamp": T0,
-                        "labels": dict(labels)},
-           "spec": {"replicas": 1, "selector": {"matchLabels": dict(labels)},
-                    "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": containers}}},
-           "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
-                      "availableReplicas": 1, "conditions": [
-                          {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
-                          {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}}
-    pod = _pod(ctx, f"{name}-{rs_hash}-{_suffix(name, node)}", node, {**labels, "pod-template-hash": rs_hash},
-               _owner("ReplicaSet", f"{name}-{rs_hash}", _uid("rs", ctx.ns, name)), [],
-               [dict(c) for c in containers], generate_name=f"{name}-{rs_hash}-")
+    dep["metadata"].update(uid=_uid("deploy", ctx.ns, name), generation=1, creationTimestamp=T0)
+    dep["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+                     "availableReplicas": 1, "conditions": [
+                         {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+                         {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}
+    tmpl = dep["spec"]["template"]
+    pod = _pod(ctx, f"{name}-{rs_hash}-{_suffix(name, node)}", node,
+               {**tmpl["metadata"]["labels"], "pod-template-hash": rs_hash},
+               _owner("ReplicaSet", f"{name}-{rs_hash}", _uid("rs", ctx.ns, name)), tmpl["spec"],
+               generate_name=f"{name}-{rs_hash}-")
     return dep, pod
 
 
 def _operator(ctx: _Ctx, node: str) -> tuple[Obj, Obj]:
-    labels = {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}
-    ctr = _container("gpu-operator", ctx.images.operator,
-                     {"OPERATOR_NAMESPACE": ctx.ns, "VALIDATOR_IMAGE": ctx.validator_image,
-                      "DRIVER_MANAGER_IMAGE": ctx.images.driver_manager},
-                     command=["gpu-operator"], args=["--leader-elect"])
-    return _deployment(ctx, ops.OPERATOR_DEPLOYMENT, labels, [ctr], node)
+    return _deployment(ctx, operator_deployment(ctx.comp.operator, ctx.v, ctx.images, ctx.ns), node)
 
 
 def _nfd(ctx: _Ctx, nodes: list[str], control_node: str) -> tuple[list[Obj], list[Obj], list[Obj]]:
     """(deployments, daemonsets, pods) of the NFD sub-chart with release `gpu-operator`."""
-    img = ctx.images.nfd
-    base = {"app.kubernetes.io/name": "node-feature-discovery", "app.kubernetes.io/instance": "gpu-operator"}
-    deps, pods = [], []
-    for role in ("master", "gc"):
-        d, p = _deployment(ctx, f"{NFD_RELEASE}-{role}", {**base, "role": role},
-                           [_container(role if role == "master" else "gc", img, command=[f"nfd-{role}"])],
-                           control_node)
-        deps.append(d)
-        pods.append(p)
-    worker = _daemonset(ctx, f"{NFD_RELEASE}-worker", {**base, "role": "worker", "app": "node-feature-discovery"},
-                        {}, [], [_container("worker", img, command=["nfd-worker"])])
-    worker["spec"]["selector"] = {"matchLabels": {**base, "role": "worker"}}
-    pods += [_ds_pod(ctx, worker, n) for n in nodes]
-    return deps, [worker], pods
+    deps, daemonsets, pods = [], [], []
+    for obj in nfd.chart_objects(ctx.comp.nfd, ctx.images.nfd, ctx.ns):
+        if obj["kind"] == "Deployment":
+            d, p = _deployment(ctx, obj, control_node)
+            deps.append(d)
+            pods.append(p)
+        else:
+            daemonsets.append(_served_daemonset(ctx, obj))
+    pods += [_ds_pod(ctx, ds, n) for ds in daemonsets for n in nodes]
+    return deps, daemonsets, pods
 
 
 # ---- the public builder ---------------------------------------------------------------------------------
@@ -820,16 +709,26 @@ def set_env(snapshot: ClusterSnapshot, ds_name: str, container: str, name: str, 
 
 
 def set_operator_version(snapshot: ClusterSnapshot, tag: str) -> None:
-    """Change only the operator Deployment's image tag (what checks read as the operator version)."""
+    """Run the operator of release `tag`: its image tag and the chart's version labels on its Deployment (what
+    checks read as the operator version); the operands stay as they are."""
     dep = snapshot.deployment(ops.OPERATOR_DEPLOYMENT)
     assert dep is not None
     c = dep["spec"]["template"]["spec"]["containers"][0]
     c["image"] = c["image"].rsplit(":", 1)[0] + ":" + tag
+    labels = dep["metadata"]["labels"]
+    for key, value in _HELM_VERSION_LABELS.items():
+        if key in labels:
+            labels[key] = value.format(tag)
     refresh(snapshot)
 
 
+# The labels through which the chart names its release (gpu-operator.labels).
+_HELM_VERSION_LABELS = {"app.kubernetes.io/version": "{}", "helm.sh/chart": "gpu-operator-{}"}
+
+
 def pin_images_by_digest(snapshot: ClusterSnapshot) -> None:
-    """Every image as an OLM bundle pins it: repository@sha256:<digest>, no tag (the version is not in the image)."""
+    """Every image as an OLM bundle pins it: repository@sha256:<digest>, no tag (the version is not in the image);
+    OLM installs the operator without Helm, so its Deployment has no chart labels either."""
     import hashlib
 
     def pin(c: Obj) -> None:
@@ -844,6 +743,9 @@ def pin_images_by_digest(snapshot: ClusterSnapshot) -> None:
         spec = spec.get("template", {}).get("spec", spec)
         for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
             pin(c)
+    dep = snapshot.deployment(ops.OPERATOR_DEPLOYMENT)
+    for key in _HELM_VERSION_LABELS if dep else ():
+        dep["metadata"]["labels"].pop(key, None)
     refresh(snapshot)
 
 
@@ -1027,8 +929,8 @@ def add_mps_control_daemon(snapshot: ClusterSnapshot, nodes: list[str]) -> Obj:
 
 # ---- the DRA models (gpu_conformance/resource_model.py), as gpu-operator v26.7.0 renders them -------------------
 DRA_VERSION = "v26.7.0"
-DRA_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
-DRA_DRIVER = "gpu.nvidia.com"
+DRA_PLUGIN = dra_driver.KUBELET_PLUGIN
+DRA_DRIVER = dra_driver.DRIVER_NAME
 
 
 def _dra_ctx(snapshot: ClusterSnapshot) -> _Ctx:
@@ -1037,29 +939,22 @@ def _dra_ctx(snapshot: ClusterSnapshot) -> _Ctx:
 
 
 def _kubelet_plugin(ctx: _Ctx, owner: Obj | None) -> Obj:
-    labels = {"app.kubernetes.io/name": "nvidia-dra-driver", "app.kubernetes.io/component": DRA_PLUGIN,
-              "app": DRA_PLUGIN}
-    image = "nvcr.io/nvidia/dra-driver-nvidia-gpu:v0.5.0"
-    return _daemonset(ctx, DRA_PLUGIN, labels, {"nvidia.com/gpu.deploy.dra-driver": "true"},
-                      [_container("driver-validation", f"nvcr.io/nvidia/gpu-operator:{DRA_VERSION}",
-                                  {"COMPONENT": "driver", "WITH_WAIT": "true"})],
-                      [_container("gpus", image, {"CDI_ROOT": "/var/run/cdi", "HTTP_ENDPOINT": ":8080"})],
-                      owner=owner)
+    return _served_daemonset(ctx, dra_driver.kubelet_plugin_daemonset(DRA_VERSION, ctx.comp.dra_driver, False, ctx.ns,
+                                                                      owner))
+
+
+def _served(obj: Obj, kind: str) -> Obj:
+    """A cluster-scoped object as the API server serves it (uid, creationTimestamp)."""
+    obj["metadata"].update(uid=_uid(kind, obj["metadata"]["name"]), creationTimestamp=T0)
+    return obj
 
 
 def _device_classes() -> list[Obj]:
-    def dc(name: str, cel: str) -> Obj:
-        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-                "metadata": {"name": name, "uid": _uid("deviceclass", name), "creationTimestamp": T0},
-                "spec": {"selectors": [{"cel": {"expression": cel}}]}}
-    sel = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{}'"
-    return [dc("gpu.nvidia.com", sel.format("gpu")), dc("mig.nvidia.com", sel.format("mig")),
-            dc("vfio.gpu.nvidia.com", sel.format("vfio"))]
+    return [_served(dc, "deviceclass") for dc in dra_driver.device_classes()]
 
 
-def _gpu_memory_mib(product: str) -> int:
-    hw = BY_PRODUCT.get(product)
-    return hw.memory_mib if hw else BY_PRODUCT["Tesla-T4"].memory_mib
+def _gpu_hardware(product: str) -> GpuHardware:
+    return BY_PRODUCT.get(product) or BY_PRODUCT["Tesla-T4"]
 
 
 def gpu_uuid(node_name: str, index: int) -> str:
@@ -1069,20 +964,14 @@ def gpu_uuid(node_name: str, index: int) -> str:
 
 def resource_slice(node_name: str, gpus: int, product: str = "Tesla-T4", generation: int = 1) -> Obj:
     """The kubelet plugin's slice for one node: pool named after it, one device gpu-<minor> per GPU."""
-    devices = [{"name": f"gpu-{i}",
-                "attributes": {"type": {"string": "gpu"}, "uuid": {"string": gpu_uuid(node_name, i)},
-                               "productName": {"string": product.replace("-", " ")},
-                               "brand": {"string": "Nvidia"}, "architecture": {"string": "Turing"},
-                               "driverVersion": {"version": HOST_DRIVER_VERSION},
-                               "cudaComputeCapability": {"version": "7.5.0"}},
-                "capacity": {"memory": {"value": f"{_gpu_memory_mib(product)}Mi"}}}
-               for i in range(gpus)]
+    hw = _gpu_hardware(product)
+    devices = [dra_driver.gpu_device(i, gpu_uuid(node_name, i), product.replace("-", " "), hw, HOST_DRIVER_VERSION,
+                                     cuda_version_for_driver(HOST_DRIVER_VERSION)) for i in range(gpus)]
+    sl = dra_driver.resource_slice(node_name, _uid("node", node_name), devices, generation)
     name = f"{node_name}-{DRA_DRIVER}-{_suffix(node_name, 'slice')}"
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": name, "uid": _uid("slice", name), "creationTimestamp": T0},
-            "spec": {"driver": DRA_DRIVER, "nodeName": node_name,
-                     "pool": {"name": node_name, "generation": generation, "resourceSliceCount": 1},
-                     "devices": devices}}
+    sl["metadata"].update(name=name, uid=_uid("slice", name), creationTimestamp=T0)
+    del sl["metadata"]["generateName"]
+    return sl
 
 
 def resource_claim(namespace: str, name: str, node_name: str, device: str, *, admin: bool = False) -> Obj:
@@ -1111,19 +1000,9 @@ def _add_dra_driver(snapshot: ClusterSnapshot, owner: Obj | None, gpus: int, pro
 
 
 def _chart_kubelet_plugin(ctx: _Ctx) -> Obj:
-    """The DRA driver chart's kubelet plugin (NVIDIA/k8s-dra-driver-gpu v25.8.1 templates/kubeletplugin.yaml with
-    resources.gpus.enabled=true, computeDomains off): names and labels from _helpers.tpl, no deploy label."""
-    labels = {**dra_chart.KUBELET_PLUGIN_LABELS, "app.kubernetes.io/instance": dra_chart.CHART_NAME}
-    image = "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.8.1"
-    # _daemonset's app-label conventions are the operator's; the chart selects by its component label.
-    ds = _daemonset(ctx, dra_chart.KUBELET_PLUGIN_DAEMONSET, {**labels, "app": dra_chart.KUBELET_PLUGIN_DAEMONSET},
-                    {}, [_container("init-container", image, {"NVIDIA_DRIVER_ROOT": "/run/nvidia/driver"})],
-                    [_container(dra_chart.GPUS_CONTAINER, image, {"CDI_ROOT": "/var/run/cdi"})])
-    ds["metadata"]["labels"] = dict(labels)
-    ds["spec"]["template"]["metadata"]["labels"] = dict(labels)
-    ds["spec"]["template"]["spec"]["serviceAccountName"] = f"{dra_chart.CHART_NAME}-service-account-kubeletplugin"
-    ds["spec"]["selector"] = {"matchLabels": {f"{dra_chart.CHART_NAME}-component": "kubelet-plugin"}}
-    return ds
+    """The DRA driver chart's kubelet plugin under the operator's driver (the install model's chart objects)."""
+    ds = next(o for o in dra_driver.chart_objects("/run/nvidia/driver") if o["kind"] == "DaemonSet")
+    return _served_daemonset(ctx, ds)
 
 
 def add_chart_dra_driver(snapshot: ClusterSnapshot, gpus: int = 1, product: str = "Tesla-T4") -> None:
@@ -1132,7 +1011,7 @@ def add_chart_dra_driver(snapshot: ClusterSnapshot, gpus: int = 1, product: str 
     ctx = replace(_dra_ctx(snapshot), ns=dra_chart.DEFAULT_NAMESPACE)
     ds = _chart_kubelet_plugin(ctx)
     snapshot.dra_plugin_pods = [_ds_pod(ctx, ds, n) for n in snapshot.gpu_node_names]
-    snapshot.device_classes = [d for d in _device_classes() if name_of(d) != "vfio.gpu.nvidia.com"]
+    snapshot.device_classes = [_served(dc, "deviceclass") for dc in dra_driver.chart_device_classes()]
     snapshot.resource_slices = [resource_slice(n, gpus, product) for n in snapshot.gpu_node_names]
     snapshot.resource_claims = []
     refresh(snapshot)
@@ -1162,21 +1041,13 @@ def healthy_dra_driver_snapshot(gpu_nodes: int = 3, gpus_per_node: int = 1) -> C
 
 def gpucluster(state: str = "ready", reason: str = "Reconciled", message: str = "") -> Obj:
     """GPUCluster gpu-cluster (a singleton: the CRD's CEL rule) with the status the v26.7.0 controller writes."""
-    if state == "ready":
-        conds = [{"type": "Ready", "status": "True", "reason": reason,
-                  "message": message or "All resources have been successfully reconciled"},
-                 {"type": "Error", "status": "False", "reason": "Ready", "message": ""}]
-    else:
-        conds = [{"type": "Ready", "status": "False", "reason": "Error", "message": ""},
-                 {"type": "Error", "status": "True", "reason": reason, "message": message}]
-    for c in conds:
-        c["lastTransitionTime"] = T1
-    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "GPUCluster",
-            "metadata": {"name": "gpu-cluster", "uid": _uid("gpucluster", "gpu-cluster"), "creationTimestamp": T0,
-                         "finalizers": ["nvidia.com/gpucluster-finalizer"]},
-            "spec": {"draDriver": {"repository": "nvcr.io/nvidia", "image": "dra-driver-nvidia-gpu",
-                                   "version": "v0.5.0"}},
-            "status": {"state": state, "namespace": "gpu-operator", "conditions": conds}}
+    conds = policy.clusterpolicy_conditions(state == "ready", reason, message or dra_driver.READY_MESSAGE
+                                            if state == "ready" else message)
+    cr = _served(dra_driver.gpucluster(components_for(DRA_VERSION), False), "gpucluster")
+    cr["metadata"]["finalizers"] = ["nvidia.com/gpucluster-finalizer"]
+    cr["status"] = {"state": state, "namespace": "gpu-operator", "conditions": [
+        {"type": t, "status": st, "reason": r, "message": m, "lastTransitionTime": T1} for t, st, r, m in conds]}
+    return cr
 
 
 def healthy_gpucluster_snapshot(gpu_nodes: int = 3, gpus_per_node: int = 1) -> ClusterSnapshot:
@@ -1199,6 +1070,6 @@ def healthy_gpucluster_snapshot(gpu_nodes: int = 3, gpus_per_node: int = 1) -> C
         if k_gpu := labels.get(GPU_PRESENT_LABEL):
             labels.update({k: "true" for k in ops.GPUCLUSTER_DEPLOY_LABELS} if k_gpu == "true" else {})
     snap.gpu_clusters = [gpucluster()]
-    owner = _owner("GPUCluster", "gpu-cluster", _uid("gpucluster", "gpu-cluster"), "nvidia.com/v1alpha1")
+    owner = dra_driver.owner_reference("GPUCluster", dra_driver.GPUCLUSTER_NAME, _uid("gpucluster", "gpu-cluster"))
     _add_dra_driver(refresh(snap), owner, gpus_per_node, "Tesla-T4")
     return snap

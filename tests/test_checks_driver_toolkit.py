@@ -7,6 +7,7 @@ import pytest
 from check_runner import N1, on, run
 from check_runner import only_node as assert_only_node_fails
 from factory import (
+    DRIVER_CRD_DS,
     add_event,
     crash_container,
     fail_pod,
@@ -94,7 +95,7 @@ def test_driver_configuration_names_pre_installed_detection():
 def test_driver_crd_mode_without_cr_fails():
     snap = healthy_snapshot(driver="crd")
     snap.nvidiadrivers = []
-    remove_pods(snap, "nvidia-gpu-driver-ubuntu22.04-7c6d7bd86b")
+    remove_pods(snap, DRIVER_CRD_DS)
     f = on("DRV-001", snap)
     assert f.status == Status.FAIL and "no NVIDIADriver CR exists" in f.message
     assert on("DRV-002", snap).status == Status.FAIL

@@ -24,10 +24,18 @@ from gpu_conformance.versions import Version
 
 Obj = dict[str, Any]
 
+NAME = "cluster-policy"  # the chart's ClusterPolicy (templates/clusterpolicy.yaml)
+API_VERSION = "nvidia.com/v1"
 READY_MESSAGE = "ClusterPolicy is ready as all resources have been successfully reconciled"
 # The labels the chart's templates give every custom resource they render (ClusterPolicy, GPUCluster); each
 # template adds its own after these.
 CHART_CR_LABELS = {"app.kubernetes.io/component": "gpu-operator", "app.kubernetes.io/managed-by": "Helm"}
+
+
+def chart_labels(chart_version: str) -> dict[str, str]:
+    """The ClusterPolicy's labels: templates/clusterpolicy.yaml gives it gpu-operator.labels and its component."""
+    return {**CHART_CR_LABELS, "app.kubernetes.io/instance": "gpu-operator", "app.kubernetes.io/name": "gpu-operator",
+            "app.kubernetes.io/version": chart_version, "helm.sh/chart": f"gpu-operator-{chart_version}"}
 
 
 # The spec sections the chart switches on by default (dcgm: Helm default false, the Go default would be true).
@@ -129,3 +137,16 @@ def ready_status(namespace: str, version: Version, at: str) -> Obj:
             {"type": t, "status": s, "reason": r, "message": m, "lastTransitionTime": at}
             for t, s, r, m in clusterpolicy_conditions(True, "Reconciled", READY_MESSAGE)]
     return status
+
+
+def owner_reference(clusterpolicy_uid: str) -> Obj:
+    """The operator sets ClusterPolicy as controller of everything it creates (GC cascades from it)."""
+    return {"apiVersion": API_VERSION, "kind": "ClusterPolicy", "name": NAME,
+            "uid": clusterpolicy_uid, "controller": True, "blockOwnerDeletion": True}
+
+
+def owned(meta: Obj, clusterpolicy_uid: str | None) -> Obj:
+    """`meta` with the ClusterPolicy as its owner, when the ClusterPolicy's uid is known."""
+    if clusterpolicy_uid:
+        meta["ownerReferences"] = [owner_reference(clusterpolicy_uid)]
+    return meta

@@ -32,6 +32,11 @@ def env(name: str, value: str) -> Obj:
     return {"name": name, "value": value}
 
 
+def env_field(name: str, path: str) -> Obj:
+    """An env var the kubelet fills from the pod's own fields (downward API)."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
 def validator_init_containers(operator_version: str, device_plugin_enabled: bool = True,
                               gds_enabled: bool = False, gdrcopy_enabled: bool = False) -> tuple[str, ...]:
     """nvidia-operator-validator init containers in order, as the operator deploys them.
