@@ -100,6 +100,56 @@ def test_plugin_crashloop_quotes_log():
     assert f.kubectl == f"kubectl -n gpu-operator logs {pod['metadata']['name']} -c nvidia-device-plugin --previous"
 
 
+# A Go program that dies in a panic, a runtime fatal error or klog's Fatal prints every goroutine's stack after its
+# error, so its last line is a source position: the quote is the line above the dump (log_quote).
+_FRAMES = ("goroutine 1 [running]:\nmain.(*migStrategySingle).GetPlugins(0xc0001321b0)\n"
+           "\t/build/cmd/nvidia-device-plugin/mig-strategy.go:87 +0x336\nmain.main()\n"
+           "\t/build/cmd/nvidia-device-plugin/main.go:43 +0x3a\n")
+
+
+@pytest.mark.parametrize("log, cause", [
+    # v0.13 plugin, mig.strategy=single on a node with a mixed MIG layout (gpu-operator #460)
+    ("Retreiving plugins.\npanic: At least one device with migEnabled=true was not configured correctly: More than "
+     "one MIG device type present on node\n\n" + _FRAMES, "More than one MIG device type present on node"),
+    # a nil dereference: the runtime error, then the signal line, then the dump
+    ("Starting Plugins.\npanic: runtime error: invalid memory address or nil pointer dereference\n"
+     "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x9a2b1c]\n\n" + _FRAMES + "exit status 2",
+     "panic: runtime error: invalid memory address or nil pointer dereference"),
+    # the runtime's own fatal error
+    ("fatal error: concurrent map writes\n\n" + _FRAMES + "created by main.main in goroutine 1\n"
+     "\t/build/cmd/nvidia-device-plugin/main.go:40 +0x1f", "fatal error: concurrent map writes"),
+    # klog.Fatal dumps the goroutines after its F-line
+    ("I1215 12:28:27.1 1 main.go:317] Loading configuration.\nF1215 12:28:28.123456       1 main.go:171] unable to "
+     "load config: unable to parse config file: yaml: line 3: mapping values are not allowed\n" + _FRAMES,
+     "unable to load config"),
+    # a panic while panicking: the first one is what it died of
+    ("panic: error creating plugins: nvml: Not Supported [recovered]\n\tpanic: close of closed channel\n\n" + _FRAMES,
+     "panic: error creating plugins: nvml: Not Supported"),
+])
+def test_plugin_go_panic_quotes_the_panic_not_a_stack_frame(log, cause):
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, PLUGIN, N1), "nvidia-device-plugin", restarts=6, exit_code=2, snapshot=snap, log=log)
+    f = only_node("DPL-001", snap)
+    assert cause in f.message and "+0x" not in f.message, f.message
+
+
+def test_plugin_go_panic_cut_off_says_so():
+    # The 20 lines read start inside the dump: the panic is above them, and no frame is quoted as the cause.
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, PLUGIN, N1), "nvidia-device-plugin", restarts=6, exit_code=2, snapshot=snap,
+                    log=_FRAMES * 5)
+    f = only_node("DPL-001", snap)
+    assert "Go stack trace" in f.message and "+0x" not in f.message, f.message
+
+
+def test_plugin_log_that_goes_on_after_a_stack_dump_quotes_its_last_line():
+    # A dump the program survived (SIGQUIT) is not its death: the last line stays the quote.
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, PLUGIN, N1), "nvidia-device-plugin", restarts=2, snapshot=snap,
+                    log="panic: recovered\n" + _FRAMES + "E1001 failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND")
+    assert "ERROR_LIBRARY_NOT_FOUND" in only_node("DPL-001", snap).message
+
+
 def test_plugin_config_manager_init_stuck_names_config():
     snap = healthy_snapshot(time_slicing_replicas=4)
     stuck_init(pod_for(snap, PLUGIN, N1), "config-manager-init", restarts=3, snapshot=snap)
