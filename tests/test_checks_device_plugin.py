@@ -284,6 +284,50 @@ def test_gfd_disabled_or_opted_out_is_na():
 
 
 # ---- DPL-006 plugin-validation ----------------------------------------------------------------------------------
+# The device plugin withdrawn by configuration while the validator still waits for a GPU resource: releases before
+# v23.9.0 keep plugin-validation with spec.devicePlugin.enabled=false (gpu-operator #486), and no release's
+# validator skips a node labelled nvidia.com/gpu.deploy.device-plugin=false (gpu-operator #2550).
+_WAITING = "GPU resources are not yet discovered by the node, retry: 30"
+
+
+@pytest.mark.parametrize("version", ["v22.9.0", "v22.9.2", "v23.3.2", "v23.6.2"])
+def test_plugin_validation_waits_for_a_disabled_device_plugin_before_v23_9(version):
+    snap = healthy_snapshot(version, device_plugin=False)
+    pod = pod_for(snap, VALIDATOR, N1)
+    stuck_init(pod, "plugin-validation", restarts=5, snapshot=snap, log=_WAITING)
+    f = only_node("DPL-006", snap)
+    assert "spec.devicePlugin.enabled=false" in f.message and "v23.9.0" in f.message, f.message
+    assert "retry: 30" in f.message
+    # Nothing says the plugin failed: DPL-002 leaves a disabled plugin's missing resource to another plugin.
+    assert {x.status for x in run("DPL-002", snap)} == {Status.NA}
+
+
+@pytest.mark.parametrize("version", ["v23.9.0", "v25.3.4", "v26.7.0"])
+def test_disabled_device_plugin_has_no_plugin_validation_from_v23_9(version):
+    snap = healthy_snapshot(version, device_plugin=False)
+    assert {f.status for f in run("DPL-006", snap)} == {Status.NA}
+
+
+def test_disabled_device_plugin_before_v23_9_passes_when_another_plugin_advertises():
+    snap = healthy_snapshot("v22.9.2", device_plugin=False)
+    set_node_resource(snap, N1, 1, 1)
+    assert on("DPL-006", snap).status == Status.PASS
+    assert on("DPL-002", snap).status == Status.PASS
+
+
+@pytest.mark.parametrize("version", ["v22.9.2", "v25.10.1", "v26.7.0"])
+def test_device_plugin_opted_out_on_a_node_is_named_not_blamed(version):
+    snap = healthy_snapshot(version)
+    set_label(snap, N1, "nvidia.com/gpu.deploy.device-plugin", "false")
+    remove_pods(snap, "nvidia-device-plugin-daemonset", N1)
+    set_node_resource(snap, N1, None, None)
+    stuck_init(pod_for(snap, VALIDATOR, N1), "plugin-validation", restarts=9, snapshot=snap, log=_WAITING)
+    f = only_node("DPL-002", snap)
+    assert "nvidia.com/gpu.deploy.device-plugin=false" in f.message and "never registered" not in f.message, f.message
+    f = only_node("DPL-006", snap)
+    assert "nvidia.com/gpu.deploy.device-plugin=false" in f.message and "no release" in f.message, f.message
+
+
 def test_plugin_validation_stuck():
     snap = healthy_snapshot("v25.10.1")
     set_node_resource(snap, N1, None, None)
