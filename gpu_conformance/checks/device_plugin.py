@@ -487,7 +487,9 @@ def _workload_stage(inp: CheckInput, ns: str, node: str, pod: Obj, stuck: dict[s
        detects="validator stuck in plugin-validation: the device plugin has not advertised GPUs, or (WITH_WORKLOAD="
                "true) its test pod did not run although a GPU is free; every GPU held by running pods of any "
                "namespace (finished pods hold none) is a warning, as is a stale failure from before the GPUs "
-               "were advertised",
+               "were advertised; plugin-validation waiting for a device plugin the configuration withdrew "
+               "(spec.devicePlugin.enabled=false before v23.9.0, a node labelled gpu.deploy.device-plugin=false) "
+               "names that setting",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 @per_gpu_node()
 def plugin_validation_completed(inp: CheckInput, node: str) -> Finding:
