@@ -7,6 +7,13 @@ A build or load failure therefore always ends in the same cleanup lines, and the
 installer's ERROR, the kernel's refusal quoted under "Kernel messages:") sits above them, behind lines that only
 say that something failed (make's `***` lines, the installer's generic "Unable to load the kernel module ...
 This happens most frequently when ..."). Those are skipped so the quote names the cause.
+
+Every operand container but the driver's is a Go program (device plugin, GFD, MIG manager, validator, toolkit,
+DCGM exporter, driver manager), and a Go program that dies in a panic, a runtime fatal error or klog's Fatal does not
+end on its error either: the runtime then prints the stack of every goroutine ("goroutine 1 [running]:" and two
+lines per frame), so the last line is a source position. The line that names the cause is the one just above the
+first goroutine header: "panic: ...", "fatal error: ..." or klog's F-line. When the read tail starts inside the
+dump, that line is not in it, and the quote says so instead of quoting a frame.
 """
 
 from __future__ import annotations
@@ -39,6 +46,20 @@ _ERRORISH = re.compile(r"error|fail|rejected|could not|unable to|cannot|can't|no
                        r"not permitted|invalid|incompatible", re.IGNORECASE)
 
 
+# The first line of a goroutine's stack in a Go dump (runtime/traceback.go: "goroutine N [status]:", the status
+# possibly with ", M minutes" or ", locked to thread").
+_GO_STACK_HEADER = re.compile(r"^goroutine \d+ \[[^\]]*\]:$")
+# What a Go program prints before that dump: a panic (nested ones as "panic: ... [recovered]" lines), the
+# runtime's "fatal error: ...", or klog's Fatal line ("F1215 12:28:28.123456       1 main.go:42] ...").
+_GO_DEATH = re.compile(r"^(panic: |fatal error: |F\d{4} \d\d:\d\d:\d\d)")
+# A line of a goroutine's stack: "pkg.Func(args)", its "/path/file.go:87 +0x336", "created by ...", and what the
+# runtime or a wrapper adds at the end. A dump only counts when the log ends in it (a program that dumped its
+# stacks on SIGQUIT and went on logging did not die of it).
+_GO_FRAME = re.compile(r"^(created by .+|\S+\(.*\)|\S+\.go:\d+( \+0x[0-9a-f]+)?|\.\.\.\d+ frames elided\.\.\.|"
+                       r"exit status \d+|\[signal .+\])$")
+GO_DUMP_CUT = "its log ends in a Go stack trace whose panic message lies above the lines read"
+
+
 def _lines(log: str) -> list[str]:
     return [ln.strip() for ln in log.splitlines() if ln.strip()]
 
@@ -52,6 +73,9 @@ def telling_line(log: str) -> tuple[str, bool]:
     lines = _lines(log)
     if not lines:
         return "", False
+    death = _go_death(lines)
+    if death is not None:
+        return death, True
     body = list(lines)
     while body and body[-1] in DRIVER_EPILOGUE:
         body.pop()
@@ -63,8 +87,34 @@ def telling_line(log: str) -> tuple[str, bool]:
     return body[-1], True
 
 
+def _go_death(lines: list[str]) -> str | None:
+    """The panic/fatal line above the Go stack dump a log ends in; None when it has no dump, or the dump's start
+    was not read (go_dump_cut)."""
+    headers = [i for i, ln in enumerate(lines) if _GO_STACK_HEADER.match(ln)]
+    if not headers or not all(_GO_FRAME.match(ln) for ln in lines[headers[-1] + 1:]):
+        return None
+    deaths = [i for i in range(headers[-1]) if _GO_DEATH.match(lines[i])]
+    if not deaths:
+        return None
+    first = deaths[-1]
+    # "panic: A [recovered]" then "panic: B": the first of the run is what the program died of first.
+    while first > 0 and _GO_DEATH.match(lines[first - 1]):
+        first -= 1
+    return lines[first]
+
+
+def go_dump_cut(log: str) -> bool:
+    """Whether the log read ends in a Go stack dump whose panic/fatal line is above its first line."""
+    lines = _lines(log)
+    headers = [i for i, ln in enumerate(lines) if _GO_STACK_HEADER.match(ln)]
+    return (bool(headers) and all(_GO_FRAME.match(ln) for ln in lines[headers[-1] + 1:])
+            and not any(_GO_DEATH.match(ln) for ln in lines[:headers[-1]]))
+
+
 def with_log(message: str, log: str) -> str:
     """The message with the log line that says what went wrong (see telling_line)."""
+    if go_dump_cut(log):
+        return f"{message} — {GO_DUMP_CUT} (read the whole previous log)"
     line, earlier = telling_line(log)
     if not line:
         return message

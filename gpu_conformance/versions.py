@@ -62,12 +62,17 @@ MPS_CONTROL_DAEMON = "mps-control-daemon"
 NVIDIADRIVER_CONTROLLER = "nvidiadriver-controller"
 # Likewise a GPUCluster controller (gpuclusters.nvidia.com, shipped in the chart's crds/ from v26.7.0).
 GPUCLUSTER_CONTROLLER = "gpucluster-controller"
+# The operator removes the validator's plugin-validation init container when devicePlugin.enabled=false
+# (TransformValidatorComponent, controllers/object_controls.go, commit 081a96a "add filter device-plugin validate
+# container"); before, plugin-validation stays and waits for a GPU resource nothing advertises.
+PLUGIN_VALIDATION_FOLLOWS_DEVICE_PLUGIN = "plugin-validation-follows-device-plugin"
 
 # What changed in which release: the rules each release brought.
 RELEASES: dict[Version, tuple[str, ...]] = {
     (23, 3, 0): (CDI_SPEC, MIG_CONFIG_LABEL),
     (23, 6, 0): (PLUGIN_VALIDATION_NO_WORKLOAD,),
-    (23, 9, 0): (STATUS_CONDITIONS, DRIVER_COMPONENT_LABEL, NVIDIADRIVER_CONTROLLER),
+    (23, 9, 0): (STATUS_CONDITIONS, DRIVER_COMPONENT_LABEL, NVIDIADRIVER_CONTROLLER,
+                PLUGIN_VALIDATION_FOLLOWS_DEVICE_PLUGIN),
     (24, 3, 0): (MPS_CONTROL_DAEMON,),
     (25, 10, 0): (CDI_DEFAULT_ON, VALIDATOR_IN_OPERATOR_IMAGE, SANDBOX_WORKLOADS_MODE, CDI_DEFAULT_KEY_DROPPED,
                   RUNTIME_DROP_IN_CONFIG, GDRCOPY_VALIDATION, VALIDATOR_SLEEP_LOOP, DRIVER_STARTUP_PROBE_CONFIGMAP),

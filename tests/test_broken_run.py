@@ -332,3 +332,17 @@ def test_gpu_holders_are_listed_only_on_nodes_stuck_in_plugin_validation(monkeyp
     assert list(got) == ["gpu-node-1"] and got["gpu-node-1"][0]["metadata"]["name"] == "jupyter-0"
     assert sorted(asked) == [f"spec.nodeName={n},status.phase!=Succeeded,status.phase!=Failed" for n in nodes]
     assert len(r._gpu_holder_pods([f"n{i}" for i in range(50)])) == reader.MAX_NODE_POD_READS
+
+
+def test_gpu_holders_are_also_listed_on_nodes_whose_driver_manager_is_stuck() -> None:
+    # DRV-002 names who holds the GPUs k8s-driver-manager cannot unload the driver under (gpu-operator #2166).
+    from factory import healthy_snapshot, pod_for, stuck_init
+
+    import gpu_conformance.cluster.reader as reader
+
+    snap = healthy_snapshot(gpu_nodes=3)
+    stuck_init(pod_for(snap, "nvidia-driver-daemonset", "gpu-node-2"), "k8s-driver-manager")
+    stuck_init(pod_for(snap, "nvidia-operator-validator", "gpu-node-3"), "plugin-validation")
+    stuck_init(pod_for(snap, "nvidia-operator-validator", "gpu-node-1"), "driver-validation")
+    assert reader.driver_manager_stuck_nodes(snap.pods) == ["gpu-node-2"]
+    assert reader.gpu_holder_nodes(snap.pods) == ["gpu-node-2", "gpu-node-3"]

@@ -100,6 +100,56 @@ def test_plugin_crashloop_quotes_log():
     assert f.kubectl == f"kubectl -n gpu-operator logs {pod['metadata']['name']} -c nvidia-device-plugin --previous"
 
 
+# A Go program that dies in a panic, a runtime fatal error or klog's Fatal prints every goroutine's stack after its
+# error, so its last line is a source position: the quote is the line above the dump (log_quote).
+_FRAMES = ("goroutine 1 [running]:\nmain.(*migStrategySingle).GetPlugins(0xc0001321b0)\n"
+           "\t/build/cmd/nvidia-device-plugin/mig-strategy.go:87 +0x336\nmain.main()\n"
+           "\t/build/cmd/nvidia-device-plugin/main.go:43 +0x3a\n")
+
+
+@pytest.mark.parametrize("log, cause", [
+    # v0.13 plugin, mig.strategy=single on a node with a mixed MIG layout (gpu-operator #460)
+    ("Retreiving plugins.\npanic: At least one device with migEnabled=true was not configured correctly: More than "
+     "one MIG device type present on node\n\n" + _FRAMES, "More than one MIG device type present on node"),
+    # a nil dereference: the runtime error, then the signal line, then the dump
+    ("Starting Plugins.\npanic: runtime error: invalid memory address or nil pointer dereference\n"
+     "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x9a2b1c]\n\n" + _FRAMES + "exit status 2",
+     "panic: runtime error: invalid memory address or nil pointer dereference"),
+    # the runtime's own fatal error
+    ("fatal error: concurrent map writes\n\n" + _FRAMES + "created by main.main in goroutine 1\n"
+     "\t/build/cmd/nvidia-device-plugin/main.go:40 +0x1f", "fatal error: concurrent map writes"),
+    # klog.Fatal dumps the goroutines after its F-line
+    ("I1215 12:28:27.1 1 main.go:317] Loading configuration.\nF1215 12:28:28.123456       1 main.go:171] unable to "
+     "load config: unable to parse config file: yaml: line 3: mapping values are not allowed\n" + _FRAMES,
+     "unable to load config"),
+    # a panic while panicking: the first one is what it died of
+    ("panic: error creating plugins: nvml: Not Supported [recovered]\n\tpanic: close of closed channel\n\n" + _FRAMES,
+     "panic: error creating plugins: nvml: Not Supported"),
+])
+def test_plugin_go_panic_quotes_the_panic_not_a_stack_frame(log, cause):
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, PLUGIN, N1), "nvidia-device-plugin", restarts=6, exit_code=2, snapshot=snap, log=log)
+    f = only_node("DPL-001", snap)
+    assert cause in f.message and "+0x" not in f.message, f.message
+
+
+def test_plugin_go_panic_cut_off_says_so():
+    # The 20 lines read start inside the dump: the panic is above them, and no frame is quoted as the cause.
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, PLUGIN, N1), "nvidia-device-plugin", restarts=6, exit_code=2, snapshot=snap,
+                    log=_FRAMES * 5)
+    f = only_node("DPL-001", snap)
+    assert "Go stack trace" in f.message and "+0x" not in f.message, f.message
+
+
+def test_plugin_log_that_goes_on_after_a_stack_dump_quotes_its_last_line():
+    # A dump the program survived (SIGQUIT) is not its death: the last line stays the quote.
+    snap = healthy_snapshot()
+    crash_container(pod_for(snap, PLUGIN, N1), "nvidia-device-plugin", restarts=2, snapshot=snap,
+                    log="panic: recovered\n" + _FRAMES + "E1001 failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND")
+    assert "ERROR_LIBRARY_NOT_FOUND" in only_node("DPL-001", snap).message
+
+
 def test_plugin_config_manager_init_stuck_names_config():
     snap = healthy_snapshot(time_slicing_replicas=4)
     stuck_init(pod_for(snap, PLUGIN, N1), "config-manager-init", restarts=3, snapshot=snap)
@@ -234,6 +284,50 @@ def test_gfd_disabled_or_opted_out_is_na():
 
 
 # ---- DPL-006 plugin-validation ----------------------------------------------------------------------------------
+# The device plugin withdrawn by configuration while the validator still waits for a GPU resource: releases before
+# v23.9.0 keep plugin-validation with spec.devicePlugin.enabled=false (gpu-operator #486), and no release's
+# validator skips a node labelled nvidia.com/gpu.deploy.device-plugin=false (gpu-operator #2550).
+_WAITING = "GPU resources are not yet discovered by the node, retry: 30"
+
+
+@pytest.mark.parametrize("version", ["v22.9.0", "v22.9.2", "v23.3.2", "v23.6.2"])
+def test_plugin_validation_waits_for_a_disabled_device_plugin_before_v23_9(version):
+    snap = healthy_snapshot(version, device_plugin=False)
+    pod = pod_for(snap, VALIDATOR, N1)
+    stuck_init(pod, "plugin-validation", restarts=5, snapshot=snap, log=_WAITING)
+    f = only_node("DPL-006", snap)
+    assert "spec.devicePlugin.enabled=false" in f.message and "v23.9.0" in f.message, f.message
+    assert "retry: 30" in f.message
+    # Nothing says the plugin failed: DPL-002 leaves a disabled plugin's missing resource to another plugin.
+    assert {x.status for x in run("DPL-002", snap)} == {Status.NA}
+
+
+@pytest.mark.parametrize("version", ["v23.9.0", "v25.3.4", "v26.7.0"])
+def test_disabled_device_plugin_has_no_plugin_validation_from_v23_9(version):
+    snap = healthy_snapshot(version, device_plugin=False)
+    assert {f.status for f in run("DPL-006", snap)} == {Status.NA}
+
+
+def test_disabled_device_plugin_before_v23_9_passes_when_another_plugin_advertises():
+    snap = healthy_snapshot("v22.9.2", device_plugin=False)
+    set_node_resource(snap, N1, 1, 1)
+    assert on("DPL-006", snap).status == Status.PASS
+    assert on("DPL-002", snap).status == Status.PASS
+
+
+@pytest.mark.parametrize("version", ["v22.9.2", "v25.10.1", "v26.7.0"])
+def test_device_plugin_opted_out_on_a_node_is_named_not_blamed(version):
+    snap = healthy_snapshot(version)
+    set_label(snap, N1, "nvidia.com/gpu.deploy.device-plugin", "false")
+    remove_pods(snap, "nvidia-device-plugin-daemonset", N1)
+    set_node_resource(snap, N1, None, None)
+    stuck_init(pod_for(snap, VALIDATOR, N1), "plugin-validation", restarts=9, snapshot=snap, log=_WAITING)
+    f = only_node("DPL-002", snap)
+    assert "nvidia.com/gpu.deploy.device-plugin=false" in f.message and "never registered" not in f.message, f.message
+    f = only_node("DPL-006", snap)
+    assert "nvidia.com/gpu.deploy.device-plugin=false" in f.message and "no release" in f.message, f.message
+
+
 def test_plugin_validation_stuck():
     snap = healthy_snapshot("v25.10.1")
     set_node_resource(snap, N1, None, None)

@@ -128,6 +128,50 @@ def test_driver_manager_stuck():
     assert f.kubectl == f"kubectl -n gpu-operator logs {pod['metadata']['name']} -c k8s-driver-manager --previous"
 
 
+def _gpu_pod(name: str, ns: str, gpus: dict[str, int], phase: str = "Running") -> dict:
+    """A pod of any namespace bound to gpu-node-1 asking for GPUs (limits only)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+            "spec": {"nodeName": N1, "containers": [{"name": "main", "image": "cuda", "resources": {
+                "limits": {k: str(v) for k, v in gpus.items()}}}]},
+            "status": {"phase": phase}}
+
+
+# k8s-driver-manager unloads the driver only once no pod uses the GPUs; with driver.upgradePolicy.autoUpgrade on it
+# leaves evicting them to the upgrade controller (gpu-operator #2166: a driver pod replaced outside an upgrade).
+@pytest.mark.parametrize("version, held, named", [
+    ("v25.10.0", [_gpu_pod("trainer-0", "ml", {"nvidia.com/gpu": 1})], ["ml/trainer-0 (nvidia.com/gpu: 1)"]),
+    ("v23.9.2", [_gpu_pod("infer-0", "serving", {"nvidia.com/mig-1g.5gb": 2}),
+                 _gpu_pod("bound-0", "ml", {"nvidia.com/gpu": 1}, phase="Pending")],
+     ["serving/infer-0 (nvidia.com/mig-1g.5gb: 2)", "ml/bound-0 (nvidia.com/gpu: 1)"]),
+    ("v26.7.0", [_gpu_pod("shared-0", "ml", {"nvidia.com/gpu.shared": 1}),
+                 _gpu_pod("done-0", "ml", {"nvidia.com/gpu": 1}, phase="Succeeded")], ["ml/shared-0"]),
+])
+def test_driver_manager_stuck_names_the_pods_holding_gpus(version, held, named):
+    snap = healthy_snapshot(version)
+    stuck_init(pod_for(snap, DRIVER, N1), "k8s-driver-manager", restarts=5, snapshot=snap,
+               log="level=info msg=Starting driver uninstallation process")
+    snap.node_pods[N1] = held
+    f = assert_only_node_fails("DRV-002", snap)
+    assert all(n in f.message for n in named) and "done-0" not in f.message, f.message
+    assert "upgrade controller" in f.message
+
+
+def test_driver_manager_stuck_with_auto_upgrade_off_points_at_its_own_eviction():
+    snap = healthy_snapshot("v25.10.0")
+    set_policy(snap, "driver.upgradePolicy.autoUpgrade", False)
+    stuck_init(pod_for(snap, DRIVER, N1), "k8s-driver-manager", restarts=5, snapshot=snap)
+    snap.node_pods[N1] = [_gpu_pod("trainer-0", "ml", {"nvidia.com/gpu": 1})]
+    f = assert_only_node_fails("DRV-002", snap)
+    assert "ml/trainer-0" in f.message and "ENABLE_GPU_POD_EVICTION" in f.message, f.message
+
+
+def test_driver_manager_stuck_without_gpu_holders_keeps_the_general_reading():
+    snap = healthy_snapshot("v25.10.0")
+    stuck_init(pod_for(snap, DRIVER, N1), "k8s-driver-manager", restarts=5, snapshot=snap)
+    snap.node_pods[N1] = [_gpu_pod("done-0", "ml", {"nvidia.com/gpu": 1}, phase="Failed")]
+    assert "could not prepare the node" in assert_only_node_fails("DRV-002", snap).message
+
+
 def test_driver_container_crashloop_reports_restarts():
     snap = healthy_snapshot("v25.10.1")
     crash_container(pod_for(snap, DRIVER, "gpu-node-3"), "nvidia-driver-ctr", restarts=9, snapshot=snap)

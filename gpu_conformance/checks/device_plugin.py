@@ -121,6 +121,23 @@ def _gfd_enabled(snapshot: ClusterSnapshot) -> bool:
     return snapshot.policy_enabled("gfd", True)
 
 
+def _plugin_withdrawn(inp: CheckInput, node: str) -> str | None:
+    """Why no operator device plugin runs on `node` by configuration (None: it should run there).
+
+    The validator's plugin-validation only waits for a GPU resource in the node's capacity: it does not know that
+    nothing will advertise one. The operator removes it when spec.devicePlugin.enabled=false only from v23.9.0
+    (TransformValidatorComponent); no release's validator skips a node labelled
+    nvidia.com/gpu.deploy.device-plugin=false (cmd/nvidia-validator validateGPUResource, v22.9.0..v26.7.0).
+    """
+    if not _dp_enabled(inp.snapshot):
+        return ("the operator's device plugin is disabled (ClusterPolicy spec.devicePlugin.enabled=false); releases "
+                "before v23.9.0 keep plugin-validation in the validator then, v23.9.0 removes it")
+    if node_labels(inp.snapshot, node).get(ops.DEVICE_PLUGIN.deploy_label) == "false":
+        return (f"the device plugin is opted out on this node ({ops.DEVICE_PLUGIN.deploy_label}=false), which no "
+                "release's plugin-validation honours")
+    return None
+
+
 # ---- per-node checks -------------------------------------------------------------------------------------
 @check("DPL-001", L, "Device plugin pod Ready",
        hint="The device plugin waits in toolkit-validation until the validator has written toolkit-ready: a plugin "
@@ -200,6 +217,9 @@ def gpu_resource_advertised(inp: CheckInput, node: str) -> Finding:
     else:
         shown = f"{GPU} capacity=absent, allocatable=absent"
         why = "the device plugin never registered with kubelet on this node"
+    withdrawn = _plugin_withdrawn(inp, node)
+    if withdrawn is not None:
+        why = f"{withdrawn.split(';')[0]}, and nothing else advertises a GPU resource here"
     present = node_labels(snapshot, node).get("nvidia.com/gpu.present")
     msg = (f"{node} advertises no usable GPU: {shown} (expected {_expected_resource(snapshot)} > 0) — {why}; "
            f"nvidia.com/gpu.present={present} only means the hardware was detected")
@@ -467,15 +487,18 @@ def _workload_stage(inp: CheckInput, ns: str, node: str, pod: Obj, stuck: dict[s
        detects="validator stuck in plugin-validation: the device plugin has not advertised GPUs, or (WITH_WORKLOAD="
                "true) its test pod did not run although a GPU is free; every GPU held by running pods of any "
                "namespace (finished pods hold none) is a warning, as is a stale failure from before the GPUs "
-               "were advertised",
+               "were advertised; plugin-validation waiting for a device plugin the configuration withdrew "
+               "(spec.devicePlugin.enabled=false before v23.9.0, a node labelled gpu.deploy.device-plugin=false) "
+               "names that setting",
        na_in=DRA_MODELS, na_why=NOT_DEVICE_PLUGIN)
 @per_gpu_node()
 def plugin_validation_completed(inp: CheckInput, node: str) -> Finding:
     snapshot, settings = inp.snapshot, inp.settings
     ns = namespace(snapshot, settings)
-    if not _dp_enabled(snapshot):
+    if not _dp_enabled(snapshot) and versions.since(versions.PLUGIN_VALIDATION_FOLLOWS_DEVICE_PLUGIN,
+                                                    inp.facts.operator.parsed):
         return Finding(Status.NA, "plugin-validation is removed from the validator when "
-                       "spec.devicePlugin.enabled=false", node=node)
+                       "spec.devicePlugin.enabled=false (from v23.9.0)", node=node)
     gate = label_gate(snapshot, node, ops.VALIDATOR)
     if gate is not None:
         return gate
@@ -486,6 +509,11 @@ def plugin_validation_completed(inp: CheckInput, node: str) -> Finding:
     stuck = stuck_init_container(pod)
     ev: dict[str, Any] = {"object": f"Pod/{name_of(pod)}", "field": "status.initContainerStatuses"
                           "[plugin-validation]", "expected": "completed", "status": pod_status_text(pod)}
+    withdrawn = _plugin_withdrawn(inp, node)
+    if "plugin-validation" not in chain and withdrawn is not None:
+        ev["observed"] = "absent"
+        return Finding(Status.NA, f"validator {name_of(pod)} has no plugin-validation: {withdrawn.split(';')[0]}",
+                       node=node, evidence=ev)
     if "plugin-validation" not in chain:
         ev["observed"] = "absent"
         return Finding(Status.WARN, f"validator {name_of(pod)} has no plugin-validation "
@@ -509,6 +537,12 @@ def plugin_validation_completed(inp: CheckInput, node: str) -> Finding:
         cmd = logs_cmd(ns, pod, "plugin-validation",
                        previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")
         advertised = _validator_sees(snapshot.node_by_name[node], "capacity")
+        if not advertised and withdrawn is not None:
+            # Not a plugin that failed to register: nothing is meant to advertise, and the stage waits regardless.
+            ev["withdrawn"] = withdrawn
+            return Finding(Status.FAIL, with_log(
+                f"{stage_message(snapshot, pod, stuck)} — it waits for a GPU resource nothing on this node will "
+                f"advertise: {withdrawn}", log), node=node, evidence=ev, kubectl=cmd)
         if not advertised:
             return explained_by_upgrade(inp, node, pod, Finding(
                 Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,

@@ -42,6 +42,7 @@ from gpu_conformance.checks.pods import (
     with_log,
 )
 from gpu_conformance.checks.registry import check
+from gpu_conformance.cluster.gpu_usage import gpu_holders
 from gpu_conformance.cluster.podstate import pod_ready, pod_status_text, restart_count, stuck_init_container
 from gpu_conformance.cluster.snapshot import ClusterSnapshot, name_of
 from gpu_conformance.cluster.timeline import any_container_started
@@ -136,7 +137,8 @@ def driver_configuration(inp: CheckInput, node: str) -> Finding:
                "kubelet's startup probe failure events; a driver still within that window without restarts "
                "is a transient WARN; driver upgrade-failed (nvidia.com/gpu-driver-upgrade-state); upgrade "
                "steps in progress reported as a pause, an unknown upgrade state as a warning; WARN on restarts; "
-               "a failed build or load quoted by the error above the driver script's cleanup lines",
+               "a failed build or load quoted by the error above the driver script's cleanup lines; stuck in "
+               "k8s-driver-manager naming the pods of any namespace that still hold the node's GPUs",
        na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_NO_DRIVER)
 def driver_pod_ready(inp: CheckInput) -> list[Finding]:
     snapshot, settings = inp.snapshot, inp.settings
@@ -169,8 +171,7 @@ def driver_pod_ready(inp: CheckInput) -> list[Finding]:
             p = pod_problem(inp, pod)
             late = driver_starting(snapshot, pod)[1]
             if p.stage == "k8s-driver-manager":
-                meaning = ("the driver manager could not prepare the node (evict GPU pods, unload the old "
-                           "driver)")
+                meaning = _driver_manager_meaning(snapshot, node)
             elif p.container == DRIVER_CONTAINER and p.probe_failures:
                 # kubelet quoted the probe's output (pod_problem): the startup probe runs nvidia-smi (lsmod before
                 # v23.9), so its words are the driver's own diagnosis — no guess between build and load.
@@ -190,6 +191,26 @@ def driver_pod_ready(inp: CheckInput) -> list[Finding]:
             out.append(restart_warn_or_pass(ns, node, pod, "driver pod", detail))
         out[-1] = _under_upgrade(inp, node, pod, out[-1])
     return out
+
+
+def _driver_manager_meaning(snapshot: ClusterSnapshot, node: str) -> str:
+    """Why k8s-driver-manager cannot finish: it unloads the driver only once no pod uses the GPUs, and with the
+    ClusterPolicy's driver.upgradePolicy.autoUpgrade on it leaves evicting them to the upgrade controller (NVIDIA
+    k8s-driver-manager isGPUPodEvictionEnabled / isAutoDrainEnabled), which acts only on nodes it moves through an
+    upgrade. The pods still holding GPUs there (of any namespace, read for such nodes) are what to look at."""
+    generic = "the driver manager could not prepare the node (evict GPU pods, unload the old driver)"
+    pods = snapshot.node_pods.get(node)
+    holders = gpu_holders(pods, node) if pods is not None else []
+    if not holders:
+        return generic
+    users = ", ".join(f"{h.pod} ({', '.join(f'{r}: {q}' for r, q in h.gpus.items())})" for h in holders)
+    if snapshot.policy_spec("driver", "upgradePolicy", "autoUpgrade") is True:
+        who = ("driver.upgradePolicy.autoUpgrade is on, so the driver manager leaves their eviction to the upgrade "
+               "controller, which evicts only on nodes it takes through an upgrade")
+    else:
+        who = ("the driver manager did not evict them (driver.manager.env ENABLE_GPU_POD_EVICTION / "
+               "ENABLE_AUTO_DRAIN, or an eviction refused: its log says which)")
+    return f"the driver manager cannot unload the driver while pods hold this node's GPUs: {users} — {who}"
 
 
 def _not_ready_restarts(pod: Obj) -> int:

@@ -37,7 +37,7 @@ from gpu_conformance.operands import CLUSTERPOLICY_CRD, NVIDIADRIVER_CRD, OPERAT
 
 log = logging.getLogger(__name__)
 MAX_LOG_READS = 20
-# Nodes whose pods of every namespace are listed to count GPU holders (DPL-006); one LIST each.
+# Nodes whose pods of every namespace are listed to count GPU holders (DPL-006, DRV-002); one LIST each.
 MAX_NODE_POD_READS = 20
 # rbac.yaml ships in the package; this is how a user without a clone of the repository applies it.
 APPLY_RBAC = "gpu-conformance rbac | kubectl apply -f -"
@@ -277,7 +277,7 @@ class ClusterReader:
             snap.events = res2["events"] or []
             snap.csvs = res2["csvs"] or []
             snap.logs = self._stuck_container_logs(ns, snap.pods, mig_failed_nodes(snap.nodes))
-            snap.node_pods = self._gpu_holder_pods(plugin_validation_stuck_nodes(snap.pods))
+            snap.node_pods = self._gpu_holder_pods(gpu_holder_nodes(snap.pods))
         snap.requests = self.requests
         snap.read_seconds = time.monotonic() - start
         return snap
@@ -374,6 +374,24 @@ def _namespace_lists(ns: str) -> list[ListSpec]:
 # The MIG manager's container and the label it reports its outcome in (mig-parted; DPL-009 judges it).
 MIG_MANAGER_CONTAINER = "nvidia-mig-manager"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+
+
+def driver_manager_stuck_nodes(pods: list[dict[str, Any]]) -> list[str]:
+    """Nodes where an operand pod is stuck in its k8s-driver-manager init container (the driver's, the vGPU
+    manager's, the VFIO manager's): it cannot unload the driver while pods hold the node's GPUs (DRV-002)."""
+    from gpu_conformance.cluster.podstate import stuck_init_container
+
+    nodes = set()
+    for p in pods:
+        stuck = stuck_init_container(p)
+        if stuck is not None and stuck["name"] == "k8s-driver-manager" and (p.get("spec") or {}).get("nodeName"):
+            nodes.add(p["spec"]["nodeName"])
+    return sorted(nodes)
+
+
+def gpu_holder_nodes(pods: list[dict[str, Any]]) -> list[str]:
+    """Nodes whose GPU holders a check names: plugin-validation stuck (DPL-006), the driver manager stuck (DRV-002)."""
+    return sorted(set(plugin_validation_stuck_nodes(pods)) | set(driver_manager_stuck_nodes(pods)))
 
 
 def plugin_validation_stuck_nodes(pods: list[dict[str, Any]]) -> list[str]:

@@ -43,7 +43,8 @@ def validator_init_containers(operator_version: str, device_plugin_enabled: bool
 
     The asset lists of facts §3a are what the DaemonSet template holds; TransformValidatorComponent then
     removes nvidia-fs-validation unless gds.enabled and gdrcopy-validation unless gdrcopy.enabled (GO
-    v25.3.4/v25.10.1 controllers/object_controls.go), and plugin-validation without a device plugin.
+    v25.3.4/v25.10.1 controllers/object_controls.go), and plugin-validation without a device plugin (from v23.9.0:
+    before, plugin-validation stays and loops waiting for a GPU resource).
     From v26.3 those checks live inside driver-validation.
     """
     v = parse_or_newest(operator_version)
@@ -59,7 +60,7 @@ def validator_init_containers(operator_version: str, device_plugin_enabled: bool
         names.remove("nvidia-fs-validation")
     if not gdrcopy_enabled and "gdrcopy-validation" in names:
         names.remove("gdrcopy-validation")
-    if not device_plugin_enabled:
+    if not device_plugin_enabled and versions.since(versions.PLUGIN_VALIDATION_FOLLOWS_DEVICE_PLUGIN, v):
         names.remove("plugin-validation")
     return tuple(names)
 
