@@ -14,6 +14,7 @@ from typing import Any
 from gpu_conformance import operands as ops
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance.check_input import CheckInput
+from gpu_conformance.checks.driver_validation import driver_stage_meaning
 from gpu_conformance.checks.per_node import per_gpu_node
 from gpu_conformance.checks.pods import (
     DRIVER_CONTAINER,
@@ -281,7 +282,10 @@ def toolkit_pod_ready(inp: CheckInput) -> list[Finding]:
     snapshot = inp.snapshot
     def explain(p: PodProblem) -> tuple[str, str]:
         if p.stage == "driver-validation":
-            return f"{STAGES['driver-validation'][1]} (driver)", HINT_DRIVER + " " + HINT_ORDER
+            pod = next((pod for pod in snapshot.pods if f"Pod/{name_of(pod)}" == p.evidence.get("object")), None)
+            node = (pod or {}).get("spec", {}).get("nodeName", "")
+            meaning = driver_validation_meaning(inp, node, p.log, pod)
+            return f"{meaning} (driver)", HINT_DRIVER + " " + HINT_ORDER
         return "it could not configure the container runtime for NVIDIA (toolkit)", HINT_TOOLKIT
 
     disabled = None if snapshot.policy_enabled("toolkit", True) else (
@@ -307,10 +311,20 @@ def validator_chain(pod: Obj) -> list[str]:
     return [c.get("name", "") for c in pod.get("spec", {}).get("initContainers") or []]
 
 
-def stage_message(snapshot: ClusterSnapshot, pod: Obj, stuck: dict[str, Any]) -> str:
+def driver_validation_meaning(inp: CheckInput, node: str, log: str, pod: Obj | None) -> str:
+    """What a stuck driver-validation means on this node: the validator's own words when its log (last lines, and
+    the first ones the reader took for this container) names the step that failed (driver_validation.py), else the
+    general meaning. Host driver or operator's decides how a loop on the driver-container path reads."""
+    host = bool(node) and inp.driver_mode(node).kind != "operator"
+    head = inp.snapshot.log_heads.get((name_of(pod), "driver-validation"), "") if pod is not None else ""
+    return driver_stage_meaning(log, host, head) or STAGES["driver-validation"][1]
+
+
+def stage_message(snapshot: ClusterSnapshot, pod: Obj, stuck: dict[str, Any], meaning: str | None = None) -> str:
     """'validator stuck in toolkit-validation (Init:CrashLoopBackOff, 12 restarts): the container runtime is not
-    configured for NVIDIA (toolkit)'."""
-    component, meaning, _ = STAGES.get(stuck["name"], ("?", "this validation did not pass", ""))
+    configured for NVIDIA (toolkit)'. `meaning` replaces the stage's general meaning when the log says more."""
+    component, general, _ = STAGES.get(stuck["name"], ("?", "this validation did not pass", ""))
+    meaning = meaning or general
     detail = f"{pod_status_text(pod)}, {plural(stuck['restarts'], 'restart')}"
     if stuck["state"] == "running" and not stuck["restarts"]:
         detail = f"{pod_status_text(pod)}, running"
@@ -373,8 +387,9 @@ def validator_chain_completed(inp: CheckInput, node: str) -> Finding:
             ev["message"] = stuck["message"]
         if log:
             ev["log"] = log
+        meaning = driver_validation_meaning(inp, node, log, pod) if stuck["name"] == "driver-validation" else None
         return explained_by_upgrade(inp, node, pod, Finding(
-            Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck)}", log), node=node, evidence=ev,
+            Status.FAIL, with_log(f"{stage_message(snapshot, pod, stuck, meaning)}", log), node=node, evidence=ev,
             hint=f"{hint} {HINT_ORDER}".strip(),
             kubectl=logs_cmd(ns, pod, stuck["name"],
                          previous=stuck["restarts"] > 0 and stuck["state"] == "waiting")))

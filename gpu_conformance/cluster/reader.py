@@ -45,6 +45,12 @@ LOG_TAIL_LINES = 20
 # tailLines alone does not bound a read: one 5 MB log line gave a 33 MB pytest.html. The API server stops at
 # limitBytes, so nothing beyond it reaches memory or a report.
 LOG_LIMIT_BYTES = 16 * 1024
+# Stuck init containers whose log's start is read too (limitBytes without tailLines returns the log from its
+# first byte): nvidia-validator's driver stage logs the host driver's error once, then retries the driver-container
+# path every 5 s, so within a minute that line is above the last LOG_TAIL_LINES (cmd/nvidia-validator/main.go
+# runValidation, v25.10.0..v26.7.0). One more request per such container, within MAX_LOG_READS containers.
+HEAD_LOG_CONTAINERS = ("driver-validation",)
+HEAD_LOG_BYTES = 4 * 1024
 # A transient error is tried this many times (backing off exponentially); an answer with Retry-After waits what
 # it says, within READ_RETRY_BOUND seconds for one request (retry_after.py).
 READ_ATTEMPTS = 4
@@ -277,6 +283,7 @@ class ClusterReader:
             snap.events = res2["events"] or []
             snap.csvs = res2["csvs"] or []
             snap.logs = self._stuck_container_logs(ns, snap.pods, mig_failed_nodes(snap.nodes))
+            snap.log_heads = self._log_heads(ns, [k for k in snap.logs if k[1] in HEAD_LOG_CONTAINERS])
             snap.node_pods = self._gpu_holder_pods(gpu_holder_nodes(snap.pods))
         snap.requests = self.requests
         snap.read_seconds = time.monotonic() - start
@@ -357,6 +364,26 @@ class ClusterReader:
             return {}
         with ThreadPoolExecutor(max_workers=4) as pool:
             return dict(pool.map(fetch, wanted))
+
+
+    def _log_heads(self, ns: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The first HEAD_LOG_BYTES of each container's log (its earliest lines), for keys already read."""
+        def fetch(key: tuple[str, str]) -> tuple[tuple[str, str], str]:
+            pod, container = key
+            try:
+                with self._lock:
+                    self.requests += 1
+                data = raw_request(self.conn.api, "GET", f"/api/v1/namespaces/{ns}/pods/{pod}/log",
+                                   [("container", container), ("limitBytes", str(HEAD_LOG_BYTES))])
+                return key, data[:HEAD_LOG_BYTES].decode("utf-8", "replace")
+            except API_ERRORS:
+                # Only a better explanation depends on it: without it the tail is judged as before.
+                return key, ""
+
+        if not keys:
+            return {}
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            return dict(pool.map(fetch, keys))
 
 
 def _namespace_lists(ns: str) -> list[ListSpec]:

@@ -123,6 +123,10 @@ class ClusterSnapshot:
     crd_served: dict[str, list[str]] = field(default_factory=dict)
     # Last log lines of containers the checks want to quote, keyed by (pod, container).
     logs: dict[tuple[str, str], str] = field(default_factory=dict)
+    # The first lines of the log of a container that says why once and then retries for ever (the validator's
+    # driver-validation: from v25.10.0 it logs the host driver's error once, then loops on the driver-container
+    # path), keyed like `logs`; read only for those containers (reader.py HEAD_LOG_CONTAINERS).
+    log_heads: dict[tuple[str, str], str] = field(default_factory=dict)
     # Unfinished pods of every namespace on the nodes whose GPU holders a check must count (a validator stuck in
     # plugin-validation: its test pod may find every GPU in use), keyed by node. Read only for those nodes (a
     # bounded number, see reader.py): a node absent here was not read, so who holds its GPUs is unknown.
