@@ -19,6 +19,7 @@ from gpu_conformance import log_quote
 from gpu_conformance import operands as ops
 from gpu_conformance import upgrade_states as upg
 from gpu_conformance.check_input import CheckInput
+from gpu_conformance.checks.nvidia_hook import HINT_DRIVER_SIDE, driver_side_refusal
 from gpu_conformance.cluster.podstate import (
     IMAGE_REASONS,
     RUNTIME_REASONS,
@@ -492,6 +493,8 @@ class StartProblem:
         if self.kind == "image":
             return ("it cannot pull its image — an image/registry problem (air-gapped mirror, tag, pull secret), "
                     "not a failure of the program")
+        if (driver_side := driver_side_refusal(self.message)) is not None:
+            return driver_side
         if runtime_handler_missing(self.message):
             return ("the container runtime on this node has no nvidia handler (toolkit runtime config missing or "
                     "overridden)")
@@ -501,7 +504,9 @@ class StartProblem:
 
     @property
     def hint(self) -> str:
-        return HINT_IMAGE if self.kind == "image" else HINT_RUNTIME
+        if self.kind == "image":
+            return HINT_IMAGE
+        return HINT_DRIVER_SIDE if driver_side_refusal(self.message) is not None else HINT_RUNTIME
 
 
 def runtime_handler_missing(message: str) -> bool:
