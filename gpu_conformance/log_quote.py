@@ -14,6 +14,12 @@ end on its error either: the runtime then prints the stack of every goroutine ("
 lines per frame), so the last line is a source position. The line that names the cause is the one just above the
 first goroutine header: "panic: ...", "fatal error: ..." or klog's F-line. When the read tail starts inside the
 dump, that line is not in it, and the quote says so instead of quoting a frame.
+
+The container toolkit of v1.10 .. v1.16 (NVIDIA/nvidia-container-toolkit tools/container/nvidia-toolkit/run.go) runs
+its steps as separate programs ("toolkit install", "<runtime> setup|cleanup"). When one dies, that program's own
+fatal line (logrus `level=fatal msg="Error: ..."`) says why; the wrapper then logs "Shutting Down" and ends on
+"error running nvidia-toolkit: ...: error running <command> command: exit status N", which only says that it
+failed. The fatal line above is quoted instead.
 """
 
 from __future__ import annotations
@@ -60,6 +66,11 @@ _GO_FRAME = re.compile(r"^(created by .+|\S+\(.*\)|\S+\.go:\d+( \+0x[0-9a-f]+)?|
 GO_DUMP_CUT = "its log ends in a Go stack trace whose panic message lies above the lines read"
 
 
+# The toolkit wrapper's closing line when a step program failed, and that program's own death (logrus Fatal).
+_TOOLKIT_WRAPPER = re.compile(r"error running nvidia-toolkit: .*error running .+ command: exit status \d+")
+_STEP_DEATH = re.compile(r"level=fatal\b")
+
+
 def _lines(log: str) -> list[str]:
     return [ln.strip() for ln in log.splitlines() if ln.strip()]
 
@@ -76,6 +87,10 @@ def telling_line(log: str) -> tuple[str, bool]:
     death = _go_death(lines)
     if death is not None:
         return death, True
+    if _TOOLKIT_WRAPPER.search(lines[-1]):
+        step = next((ln for ln in reversed(lines[:-1]) if _STEP_DEATH.search(ln)), None)
+        if step is not None:
+            return step, True
     body = list(lines)
     while body and body[-1] in DRIVER_EPILOGUE:
         body.pop()

@@ -50,6 +50,7 @@ from gpu_conformance.cluster.timeline import any_container_started
 from gpu_conformance.facts import image_tag
 from gpu_conformance.model import Finding, Layer, Status
 from gpu_conformance.resource_model import ResourceModel
+from gpu_conformance.toolkit_runtime_config import config_version_refusal
 
 Obj = dict[str, Any]
 L = Layer.DRIVER_TOOLKIT
@@ -71,6 +72,9 @@ HINT_TOOLKIT = ("The toolkit writes the host's container runtime config (contain
                 "replace the whole CRI plugin section, losing the nvidia runtime; check the effective config "
                 "(`containerd config dump`). Apply runtime changes one node at a time: a SIGHUP killed "
                 "containerd 2.2.1 in the field.")
+HINT_TOOLKIT_IMAGE = ("Run the container-toolkit image of the operator release (drop a pinned toolkit.version / "
+                      "toolkit.image override) or one that reads the node's containerd config; confirm with "
+                      "`containerd config dump | head -1` on the node and the image in the toolkit DaemonSet.")
 HINT_CUDA = ("vectorAdd runs under the nvidia runtime after driver and toolkit validated: a failure points at the "
              "GPU itself (XID/ECC errors), a CUDA/driver mismatch or the validator image not being pullable.")
 
@@ -276,16 +280,22 @@ def _under_upgrade(inp: CheckInput, node: str, pod: Obj | None, f: Finding) -> F
        kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-container-toolkit-daemonset "
                "--field-selector spec.nodeName={node}",
        detects="toolkit pod missing, waiting in driver-validation (driver broken) or its container "
-               "crash-looping (runtime config); WARN on restarts",
+               "crash-looping (runtime config; a toolkit image before v1.17.4 on a containerd 2 node: \"unsupported "
+               "config version: 3\" names the image); WARN on restarts",
        na_in=(ResourceModel.GPUCLUSTER,), na_why=GPUCLUSTER_NO_TOOLKIT)
 def toolkit_pod_ready(inp: CheckInput) -> list[Finding]:
     snapshot = inp.snapshot
     def explain(p: PodProblem) -> tuple[str, str]:
+        # pod_problem names the pod in its evidence as "pod" (the finding's "object" is added later).
+        pod = next((pod for pod in snapshot.pods if name_of(pod) == p.evidence.get("pod")), None)
         if p.stage == "driver-validation":
-            pod = next((pod for pod in snapshot.pods if f"Pod/{name_of(pod)}" == p.evidence.get("object")), None)
             node = (pod or {}).get("spec", {}).get("nodeName", "")
             meaning = driver_validation_meaning(inp, node, p.log, pod)
             return f"{meaning} (driver)", HINT_DRIVER + " " + HINT_ORDER
+        refusal = config_version_refusal(p.log, _container_image(pod, p.container)) if p.log else None
+        if refusal is not None:
+            # The toolkit names the config it could not edit; the image it runs is what decides that.
+            return f"{refusal} (toolkit)", HINT_TOOLKIT_IMAGE
         return "it could not configure the container runtime for NVIDIA (toolkit)", HINT_TOOLKIT
 
     disabled = None if snapshot.policy_enabled("toolkit", True) else (
@@ -305,6 +315,15 @@ def toolkit_pod_ready(inp: CheckInput) -> list[Finding]:
                              evidence={"object": f"Pod/{name_of(pod)}", "status": pod_status_text(pod),
                                        "waits_for": "driver"})
     return out
+
+
+def _container_image(pod: Obj | None, container: str | None) -> str:
+    """The image of the pod's named container (its first container when unnamed); '' without a pod."""
+    spec = (pod or {}).get("spec") or {}
+    containers = (spec.get("initContainers") or []) + (spec.get("containers") or [])
+    named = next((c for c in containers if c.get("name") == container), None)
+    main = (spec.get("containers") or [{}])[0]
+    return str((named or main).get("image", ""))
 
 
 def validator_chain(pod: Obj) -> list[str]:
@@ -478,6 +497,7 @@ def cuda_validator_succeeded(inp: CheckInput, node: str) -> Finding:
                "kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node}",
        detects="operand pods the runtime cannot create: FailedCreatePodSandBox (no runtime for \"nvidia\" is "
                "configured, RuntimeHandler \"nvidia\" not supported), CreateContainerError / RunContainerError, "
+               "StartError / ContainerCannotRun (also as the last state kubelet backs off from), "
                "unresolvable CDI devices — named ahead of any driver verdict when seen after the pod last ran and, "
                "for runtimeClass operands, after the node's toolkit became Ready (earlier refusals are bring-up)",
        rank=-1)

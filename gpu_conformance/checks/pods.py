@@ -515,6 +515,31 @@ def runtime_handler_missing(message: str) -> bool:
             or "runtime handler" in low) and "nvidia" in low
 
 
+def _runtime_refusals(statuses: list[Obj]) -> list[tuple[str, str, str]]:
+    """(container, reason, message) of containers the runtime refuses now, in every shape kubelet reports it.
+
+    CreateContainerError / RunContainerError / CreateContainerConfigError are waiting reasons with kubelet's message.
+    A container whose task the runtime created but could not start is reported by the CRI as terminated: containerd
+    (pkg/cri/server/container_start.go, internal/cri in 2.x) with reason StartError and exit code 128, dockershim with
+    ContainerCannotRun; kubelet then restarts it, and while it backs off the state is waiting CrashLoopBackOff with
+    that refusal as lastState (kubectl describe: "Last State: Terminated, Reason: StartError"). A container running
+    again has outlived its refusal and is not counted.
+    """
+    out = []
+    for cs in statuses:
+        state = cs.get("state") or {}
+        waiting, term = state.get("waiting") or {}, state.get("terminated") or {}
+        last = (cs.get("lastState") or {}).get("terminated") or {}
+        name = cs.get("name", "")
+        if waiting.get("reason") in RUNTIME_REASONS:
+            out.append((name, waiting["reason"], waiting.get("message", "")))
+        elif term.get("reason") in RUNTIME_REASONS:
+            out.append((name, term["reason"], term.get("message", "")))
+        elif waiting.get("reason") == "CrashLoopBackOff" and last.get("reason") in RUNTIME_REASONS:
+            out.append((name, last["reason"], last.get("message", "")))
+    return out
+
+
 def _waiting(statuses: list[Obj]) -> list[tuple[str, str, str]]:
     out = []
     for cs in statuses:
@@ -617,10 +642,12 @@ def start_problem(inp: CheckInput, pod: Obj) -> StartProblem | None:
     """
     snapshot = inp.snapshot
     st = pod.get("status") or {}
-    waiting = _waiting((st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []))
-    for container, reason, message in waiting:
-        if reason in RUNTIME_REASONS:
-            return StartProblem("container", reason, container, message or reason)
+    statuses = (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or [])
+    waiting = _waiting(statuses)
+    refusal = next(iter(_runtime_refusals(statuses)), None)
+    if refusal is not None:
+        container, reason, message = refusal
+        return StartProblem("container", reason, container, message or reason)
     if not pod_ready(pod) and st.get("phase") in (None, "Pending"):
         ev = _latest_event(snapshot, pod, _is_sandbox_event)
         if ev is not None and not event_history(inp, pod, ev):
