@@ -84,6 +84,19 @@ def test_bad_option_values(tmp_path: Path) -> None:
     one_clear_line(proc, "unknown target 'mars'")
 
 
+def test_cluster_refuses_parallel_workers(tmp_path: Path) -> None:
+    pytest.importorskip("xdist")
+    kc = kubeconfig(tmp_path, f"https://127.0.0.1:{free_port()}")
+    for workers in (["-n", "2"], ["-n", "auto"], ["-n", "1", "--dist", "loadgroup"]):
+        proc = run_pytest("--cluster=current", f"--kubeconfig={kc}", *workers, tmp_path=tmp_path)
+        assert proc.returncode == EXIT_USAGE, workers
+        one_clear_line(proc, "--cluster runs the checks once, in one process: leave out -n/--dist")
+    # -n 0 is no worker at all: the run goes on (and finds no API server there).
+    proc = run_pytest("--cluster=current", f"--kubeconfig={kc}", "-n", "0", tmp_path=tmp_path)
+    assert proc.returncode == EXIT_CLUSTER_ACCESS
+    one_clear_line(proc, "cannot reach the API server")
+
+
 def test_without_cluster_conformance_is_skipped_with_one_line(tmp_path: Path) -> None:
     proc = run_pytest("tests_conformance", "-rs", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stdout
