@@ -132,6 +132,11 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--cluster took {target!r} as its target; write --cluster=current "
                                     f"(or put test paths before --cluster)")
         raise _usage_error(config, f"--cluster: unknown target {target!r} (known: {', '.join(TARGETS)})")
+    if parallel_workers(config):
+        # Under pytest-xdist every worker would start the target, read the cluster, create its own probe pods (GPUs
+        # taken twice, each run seeing the other's as in progress) and write the same report files.
+        raise _usage_error(config, "--cluster runs the checks once, in one process: leave out -n/--dist "
+                                   "(pytest-xdist's parallel workers are for the suite's own tests)")
     try:
         settings = settings_from_config(config)
     except UsageError as e:
@@ -145,6 +150,11 @@ def pytest_configure(config: pytest.Config) -> None:
     install_sigterm()
     # tryfirst: before junitxml's, pytest-html's and allure's configure read their output options.
     pytest_reporting.default_report_paths(config, Path(settings.report_dir))
+
+
+def parallel_workers(config: pytest.Config) -> bool:
+    """Whether pytest-xdist is to run this session in workers (its own test: a distribution mode and hosts)."""
+    return config.getoption("dist", "no") not in ("no", None) and bool(config.getoption("tx", None))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -15,6 +15,8 @@ import gpu_conformance.catalogue  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from parallel import dist_mode, group_of  # noqa: E402  (tests/ on sys.path first)
+
 if TYPE_CHECKING:
     from gpu_conformance.cluster.snapshot import ClusterSnapshot
     from gpu_conformance.probe.run import Probe
@@ -43,17 +45,26 @@ def is_slow(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) is not None for m in SLOW_MARKS)
 
 
-# Tiers that hold one machine-wide resource: the kind tier's Docker daemon. Under `pytest -n N --dist loadgroup`
-# it runs on one worker, one test at a time.
-EXCLUSIVE_TIERS = ("kind",)
+def pytest_configure(config: pytest.Config) -> None:
+    # `pytest -n N` (pytest-xdist, a dev dependency) schedules by group (tests/parallel.py), so that `-n` alone is
+    # as safe as `-n N --dist loadgroup`.
+    if config.pluginmanager.hasplugin("xdist"):
+        config.option.dist = dist_mode(config.getoption("numprocesses"), config.getoption("dist"))
 
 
+def _module_fixtures(item: pytest.Item) -> list[str]:
+    # pytest has no public view of a test's fixture definitions; without it, nothing is grouped by fixture.
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", None) or {}
+    return [name for name, fds in defs.items() if fds and fds[-1].scope == "module"]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids it schedules
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Only where pytest-xdist is installed (it registers the mark; without it the mark is an unknown-mark warning).
     for item in items if config.pluginmanager.hasplugin("xdist") else ():
-        tier = next((m for m in EXCLUSIVE_TIERS if item.get_closest_marker(m) is not None), None)
-        if tier is not None:
-            item.add_marker(pytest.mark.xdist_group(tier))
+        group = group_of(item.nodeid, (m.name for m in item.iter_markers()), is_slow(item), _module_fixtures(item))
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     tiers = config.getoption("tiers")
     if tiers == "all" or config.getoption("cluster", None) is not None:
         return  # `--cluster` runs the conformance checks, whatever this says

@@ -9,11 +9,14 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from gpu_conformance.cluster.connect import connect
 from gpu_conformance.errors import EXIT_CLUSTER_ACCESS, EXIT_USAGE, ClusterAccessError, UsageError
+from gpu_conformance.plugin import parallel_workers
 from gpu_conformance.settings import Settings, load_config_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,6 +85,24 @@ def test_bad_option_values(tmp_path: Path) -> None:
     proc = run_pytest("--cluster=mars", tmp_path=tmp_path)
     assert proc.returncode == EXIT_USAGE
     one_clear_line(proc, "unknown target 'mars'")
+
+
+def test_cluster_refuses_parallel_workers(tmp_path: Path) -> None:
+    pytest.importorskip("xdist")
+    kc = kubeconfig(tmp_path, f"https://127.0.0.1:{free_port()}")
+    proc = run_pytest("--cluster=current", f"--kubeconfig={kc}", "-n", "2", tmp_path=tmp_path)
+    assert proc.returncode == EXIT_USAGE
+    one_clear_line(proc, "--cluster runs the checks once, in one process: leave out -n/--dist")
+
+
+def test_parallel_workers_are_those_xdist_distributes_to() -> None:
+    def config(**options: object) -> Any:
+        return SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
+
+    assert parallel_workers(config(dist="loadgroup", tx=["popen", "popen"]))  # -n 2, -n auto
+    assert not parallel_workers(config(dist="no", tx=[]))  # -n 0: no worker at all
+    assert not parallel_workers(config(dist="load", tx=[]))  # --dist without -n: xdist runs nothing apart
+    assert not parallel_workers(config())  # no pytest-xdist
 
 
 def test_without_cluster_conformance_is_skipped_with_one_line(tmp_path: Path) -> None:

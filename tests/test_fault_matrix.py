@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,8 +46,11 @@ def sim_pool() -> Iterator[ClusterPool]:
         yield pool
     finally:
         pool.close()
-        _record("_pool", {"boots": pool.boots, "reuses": pool.reuses, "reboots": pool.reboots,
-                          "undo_seconds": pool.undo_seconds})
+        # One pool per parallel worker (pytest -n): each records its own, under the worker's name.
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        _record("_pool" if worker is None else f"_pool.{worker}",
+                {"boots": pool.boots, "reuses": pool.reuses, "reboots": pool.reboots,
+                 "undo_seconds": pool.undo_seconds})
 
 
 def run_suite(profile: str, faults: list[str], settings: dict, report_dir: Path, gpu_nodes: int = 3,

@@ -16,8 +16,8 @@ def test_readme_tables_are_current() -> None:
 def test_readme_first_screen_has_the_two_commands() -> None:
     first = docs.README.read_text()[:2500]
     assert ".venv/bin/pytest --cluster=sim" in first
-    assert "pip install -e '.[dev]' && .venv/bin/pytest" in first
+    assert "pip install -e '.[dev]' && .venv/bin/pytest -n auto\n" in first
     ci = (docs.README.parent / ".ci" / "run").read_text()
-    # CI runs the README's test commands, nothing cleverer: the fast tier and the slow tiers.
-    assert "\n.venv/bin/pytest\n" in ci and "`.venv/bin/pytest --tiers=slow`" in first
+    # CI runs the README's test commands, nothing cleverer: the fast tier (parallel workers) and the slow tiers.
+    assert "\n.venv/bin/pytest -n auto\n" in ci and "`.venv/bin/pytest --tiers=slow`" in first
     assert "\n.venv/bin/pytest --tiers=slow\n" in ci
