@@ -130,3 +130,38 @@ def test_validator_toolkit_stage_needs_nvidia_smi_injected(bin_dir: Path, node: 
     (tmp_path / "validations" / "toolkit-ready").unlink()
     rc, out = _validator(bin_dir, tmp_path, "toolkit", node, path=str(tmp_path / "empty"))
     assert rc == 1 and "is the NVIDIA runtime the node's runtime?" in out
+
+
+# ------------------------------------------------------------------------------- vectorAdd (the CUDA sample)
+
+def _vector_add(bin_dir: Path, dev: Path, lib: Path) -> tuple[int, str, str]:
+    proc = subprocess.run([str(bin_dir / "vectorAdd")], capture_output=True, text=True, timeout=30, check=False,
+                          env={"FAKE_GPU_DEV_DIR": str(dev), "LD_LIBRARY_PATH": str(lib)})
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating character devices (mknod) needs root")
+def test_vector_add_runs_where_the_runtime_gave_a_gpu_and_a_new_enough_driver(bin_dir: Path, tmp_path: Path) -> None:
+    """NVIDIA's validator runs the CUDA sample vectorAdd in its CUDA workload pod; the stand-in fails as the sample
+    does (first cudaMalloc: its message on stderr, exit 1) when the container lacks a GPU device or the driver's
+    library, or when the driver is older than the sample's CUDA 11 runtime accepts."""
+    dev, lib = tmp_path / "dev", tmp_path / "lib"
+    dev.mkdir()
+    lib.mkdir()
+    failed = "Failed to allocate device vector A (error code {})!\n"
+    rc, out, err = _vector_add(bin_dir, dev, lib)
+    assert (rc, err) == (1, failed.format("no CUDA-capable device is detected"))
+    assert out == "[Vector addition of 50000 elements]\n"
+    os.mknod(dev / "nvidiactl", 0o600 | 0o020000, os.makedev(195, 255))
+    (dev / "nvidia0").write_text("")  # a regular file named like a GPU device is not one
+    assert _vector_add(bin_dir, dev, lib)[2] == failed.format("no CUDA-capable device is detected")
+    (dev / "nvidia0").unlink()
+    os.mknod(dev / "nvidia0", 0o600 | 0o020000, os.makedev(195, 0))
+    insufficient = failed.format("CUDA driver version is insufficient for CUDA runtime version")
+    assert _vector_add(bin_dir, dev, lib)[::2] == (1, insufficient)  # no driver library mounted
+    (lib / "libnvidia-ml.so.418.226.00").write_text("")
+    assert _vector_add(bin_dir, dev, lib)[::2] == (1, insufficient)  # R418 (CUDA 10.1) under a CUDA 11 sample
+    (lib / "libnvidia-ml.so.418.226.00").unlink()
+    (lib / "libnvidia-ml.so.580.126.20").write_text("")
+    rc, out, err = _vector_add(bin_dir, dev, lib)
+    assert (rc, err) == (0, "") and out.splitlines()[-2:] == ["Test PASSED", "Done"], out
