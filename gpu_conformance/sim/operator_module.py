@@ -55,7 +55,7 @@ VALIDATOR_VERSION_TEXT = f"version {OPERATOR_VERSION}"
 # The validator's own manifests (the pods its cuda and plugin stages create), which NVIDIA's image carries at
 # /var/nvidia/manifests.
 VALIDATOR_MANIFESTS = ("validator/cuda-workload-validation.yaml", "validator/plugin-workload-validation.yaml")
-VALIDATOR_COLD_MINUTES = 2
+VALIDATOR_COLD_MINUTES = 4
 CRD_DIR = "deployments/gpu-operator/crds"
 CHART_DIR = "deployments/gpu-operator"
 COLD_MINUTES = 4
