@@ -431,6 +431,20 @@ def test_cuda_validator_still_running_warns():
     assert "still running" in f.message
 
 
+def test_cuda_validator_new_attempt_after_the_validator_gave_up_fails():
+    # NVIDIA's validator (v25.3.4) waits 5 min for its CUDA pod, exits 1 and, restarted, replaces the pod: a fresh
+    # pod then looks in progress, but the validator's restarts say vectorAdd never succeeded here.
+    snap = healthy_snapshot("v25.3.4")
+    stuck_init(pod_for(snap, VALIDATOR, N1), "cuda-validation", reason="Running", restarts=2, snapshot=snap)
+    stuck_init(pod_for(snap, CUDA, N1), "cuda-validation", reason="Running", restarts=0, snapshot=snap)
+    f = assert_only_node_fails("DRV-005", snap)
+    assert "new attempt" in f.message and "2 times" in f.message and f.evidence["validator_restarts"] == 2
+    assert f.kubectl.endswith("-c cuda-validation --previous"), f.kubectl
+    # The first attempt, still within the validator's wait: in progress.
+    stuck_init(pod_for(snap, VALIDATOR, N1), "cuda-validation", reason="Running", restarts=0, snapshot=snap)
+    assert assert_only_node_fails("DRV-005", snap, status=Status.WARN)
+
+
 def test_cuda_validator_absent_depends_on_validator_progress():
     snap = healthy_snapshot()
     remove_pods(snap, CUDA, N1)

@@ -12,6 +12,7 @@ from factory import (
     remove_daemonset,
     set_operator_version,
     set_policy,
+    stuck_init,
 )
 
 from gpu_conformance.check_input import check_input
@@ -97,6 +98,18 @@ def test_operand_not_ready_names_the_states() -> None:
     # Nothing is unavailable in this snapshot, so no node explains the state: a (non-blocking) failure.
     assert f.status == Status.FAIL and "state-container-toolkit" in f.message and "OperandNotReady" in f.message
     assert not f.blocking
+
+
+def test_not_ready_read_before_the_operator_rewrote_its_conditions_is_the_operand_symptom() -> None:
+    # The operator writes state=notReady, then (a second update) Ready=False OperandNotReady: read in between, as the
+    # kind tier's CUDA-stage fault once was, the unavailable validator explains it; no cluster blocker.
+    snap = healthy_snapshot("v25.3.4")
+    stuck_init(pod_for(snap, "nvidia-operator-validator", "gpu-node-1"), "cuda-validation", reason="Running",
+               restarts=0, snapshot=snap)
+    _set_condition(snap, "notReady", "True", "Reconciled",
+                   "ClusterPolicy is ready as all resources have been successfully reconciled")
+    (f,) = run("OPR-003", snap)
+    assert f.status == Status.WARN and not f.blocking and "gpu-node-1" in f.message, f.message
 
 
 @pytest.mark.parametrize(("reason", "words"), [("NoGPUNodes", "NoGPUNodes"), ("NFDLabelsMissing", "Node Feature")])

@@ -130,3 +130,83 @@ def test_validator_toolkit_stage_needs_nvidia_smi_injected(bin_dir: Path, node: 
     (tmp_path / "validations" / "toolkit-ready").unlink()
     rc, out = _validator(bin_dir, tmp_path, "toolkit", node, path=str(tmp_path / "empty"))
     assert rc == 1 and "is the NVIDIA runtime the node's runtime?" in out
+
+
+# ------------------------------------------------------------------------------- vectorAdd (the CUDA sample)
+
+def _vector_add(bin_dir: Path, dev: Path, lib: Path) -> tuple[int, str, str]:
+    proc = subprocess.run([str(bin_dir / "vectorAdd")], capture_output=True, text=True, timeout=30, check=False,
+                          env={"FAKE_GPU_DEV_DIR": str(dev), "LD_LIBRARY_PATH": str(lib)})
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating character devices (mknod) needs root")
+def test_vector_add_runs_where_the_runtime_gave_a_gpu_and_a_new_enough_driver(bin_dir: Path, tmp_path: Path) -> None:
+    """NVIDIA's validator runs the CUDA sample vectorAdd in its CUDA workload pod; the stand-in fails as the sample
+    does (first cudaMalloc: its message on stderr, exit 1) when the container lacks a GPU device or the driver's
+    library, or when the driver is older than the sample's CUDA 11 runtime accepts."""
+    dev, lib = tmp_path / "dev", tmp_path / "lib"
+    dev.mkdir()
+    lib.mkdir()
+    failed = "Failed to allocate device vector A (error code {})!\n"
+    rc, out, err = _vector_add(bin_dir, dev, lib)
+    assert (rc, err) == (1, failed.format("no CUDA-capable device is detected"))
+    assert out == "[Vector addition of 50000 elements]\n"
+    os.mknod(dev / "nvidiactl", 0o600 | 0o020000, os.makedev(195, 255))
+    (dev / "nvidia0").write_text("")  # a regular file named like a GPU device is not one
+    assert _vector_add(bin_dir, dev, lib)[2] == failed.format("no CUDA-capable device is detected")
+    (dev / "nvidia0").unlink()
+    os.mknod(dev / "nvidia0", 0o600 | 0o020000, os.makedev(195, 0))
+    insufficient = failed.format("CUDA driver version is insufficient for CUDA runtime version")
+    assert _vector_add(bin_dir, dev, lib)[::2] == (1, insufficient)  # no driver library mounted
+    (lib / "libnvidia-ml.so.418.226.00").write_text("")
+    assert _vector_add(bin_dir, dev, lib)[::2] == (1, insufficient)  # R418 (CUDA 10.1) under a CUDA 11 sample
+    (lib / "libnvidia-ml.so.418.226.00").unlink()
+    (lib / "libnvidia-ml.so.580.126.20").write_text("")
+    rc, out, err = _vector_add(bin_dir, dev, lib)
+    assert (rc, err) == (0, "") and out.splitlines()[-2:] == ["Test PASSED", "Done"], out
+
+
+# ------------------------------------------------------------------------------- NVIDIA's validator on the fakes
+
+@pytest.fixture(scope="module")
+def nvidia_validator() -> Path:
+    from gpu_conformance.go_build import GoNotFoundError
+    from gpu_conformance.sim.builds import operator_module
+
+    try:
+        return operator_module.ensure_validator()
+    except (GoNotFoundError, operator_module.OperatorModuleError) as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating character devices (mknod) needs root")
+def test_nvidias_validator_toolkit_stage_accepts_the_fake_nvidia_smi(nvidia_validator: Path, tmp_path: Path) -> None:
+    """NVIDIA's nvidia-validator v25.3.4, unmodified: its toolkit stage runs the bare `nvidia-smi` it finds (the one
+    the runtime injected) and writes toolkit-ready only when it succeeds. It is static and cgo-free (NVIDIA builds it
+    with CGO_ENABLED=0), so it cannot load libnvidia-ml: it makes no NVML call for the fake NVML to answer."""
+    from gpu_conformance.sim.builds.node_binaries import is_static_elf
+
+    assert is_static_elf(nvidia_validator)
+    smi_dir, out_dir, dev = tmp_path / "bin", tmp_path / "validations", tmp_path / "dev"
+    for d in (smi_dir, dev):
+        d.mkdir()
+    os.mknod(dev / "nvidia0", 0o600 | 0o020000, os.makedev(195, 0))
+    (tmp_path / "gpus").write_text(f"0 {gpu_uuid(NODE, 0)} NVIDIA H100 80GB HBM3\n")
+    (smi_dir / "nvidia-smi").write_bytes((fakegpu.fixture_dir() / "nvidia-smi").read_bytes())
+    (smi_dir / "nvidia-smi").chmod(0o755)
+    env = {"PATH": f"{smi_dir}:/usr/bin:/bin", "COMPONENT": "toolkit", "WITH_WAIT": "false",
+           "OUTPUT_DIR": str(out_dir), "FAKE_GPU_TABLE": str(tmp_path / "gpus"), "FAKE_GPU_DEV_DIR": str(dev)}
+
+    def stage() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(nvidia_validator)], capture_output=True, text=True, timeout=60, env=env,
+                              check=False)
+
+    run = stage()
+    assert run.returncode == 0 and (out_dir / "toolkit-ready").exists(), run.stdout + run.stderr
+    assert gpu_uuid(NODE, 0) in run.stdout and "version: v25.3.4" in run.stdout + run.stderr
+    (tmp_path / "gpus").unlink()  # no driver: the fake nvidia-smi exits 9 as the real one
+    run = stage()
+    assert run.returncode == 1 and "toolkit is not ready" in run.stdout, run.stdout + run.stderr
+    assert not (out_dir / "toolkit-ready").exists()

@@ -133,7 +133,11 @@ def test_fake_nvidia_smi_without_devices_or_driver_says_so(tmp_path: Path) -> No
     assert out.returncode == 9 and "couldn't communicate with the NVIDIA driver" in out.stderr
     out = _smi(tmp_path, "-L", table=_table("n", 2))  # a driver, but no /dev/nvidiaN in the container
     assert (out.returncode, out.stdout) == (6, "No devices were found\n")
-    assert _smi(tmp_path).returncode == 2
+    # The bare call (NVIDIA's validator: driver and toolkit stages) fails on the same conditions.
+    assert (_smi(tmp_path).returncode, _smi(tmp_path).stdout) == (6, "No devices were found\n")
+    (tmp_path / "gpus").unlink()
+    assert _smi(tmp_path).returncode == 9
+    assert _smi(tmp_path, "-q").returncode == 2
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="creating character devices (mknod) needs root")
@@ -148,6 +152,8 @@ def test_fake_nvidia_smi_lists_exactly_the_injected_devices(tmp_path: Path) -> N
     uuid = gpu_uuid("real-gpu-node-0", 1)
     assert out.stdout == f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {uuid})\n"
     assert parse_probe_output(f"== nvidia-smi -L\n{out.stdout}rc=0\n== end\n").uuids == [uuid]
+    bare = _smi(tmp_path)
+    assert bare.returncode == 0 and uuid in bare.stdout and gpu_uuid("real-gpu-node-0", 0) not in bare.stdout
 
 
 # ------------------------------------------------------------------------------- Dockerfile vs builder

@@ -28,6 +28,7 @@ import yaml
 from gpu_conformance.model import Status
 from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE, Settings
+from gpu_conformance.sim.fakegpu import nvml as fakenvml
 from gpu_conformance.sim.fakegpu import stack as fakegpu
 from gpu_conformance.sim.kind import docker as kdocker
 from gpu_conformance.sim.kind import nvidia_cdi, suiteimage
@@ -148,6 +149,34 @@ def test_nightly_overlay_sets_the_image_and_suspends_the_schedule(tmp_path: Path
                  if d["kind"] == "PersistentVolumeClaim")
     pv = kn.volume("node-a", "standard")
     assert pv["spec"]["claimRef"] == {"namespace": kn.NAMESPACE, "name": claim["metadata"]["name"]}  # type: ignore[index]
+
+
+def test_validator_image_is_nvidias_layout_on_the_cdi_path_and_the_stand_in_elsewhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVIDIA's validator image as validator/Dockerfile (v25.3.4) lays it out: nvidia-validator and the CUDA sample
+    (our vectorAdd) in /usr/bin, the workload pod manifests in /var/nvidia/manifests, NVIDIA_VISIBLE_DEVICES=void;
+    and the ClusterPolicy switches off its /dev/char symlinks (the fake GPUs have no kernel module)."""
+    from gpu_conformance.sim.builds import operator_module
+
+    validator = tmp_path / "nvidia-validator"
+    validator.write_text("")
+    monkeypatch.setattr(operator_module, "ensure_validator", lambda: validator)
+    manifests = ["cuda-workload-validation.yaml", "plugin-workload-validation.yaml"]
+    monkeypatch.setattr(operator_module, "validator_manifests", lambda: [tmp_path / m for m in manifests])
+    busybox = tmp_path / "busybox"
+    busybox.write_text("")
+    monkeypatch.setattr(kindop, "busybox_applets", lambda _b: ["sh", "chroot", "sleep"])
+    image = kindop.validator_image("v:1", tmp_path, busybox, nvidias=True)
+    paths = {e.path: e for e in image.entries}
+    assert paths["/usr/bin/nvidia-validator"].source == validator
+    assert paths["/usr/bin/vectorAdd"].source == tmp_path / "vectorAdd"
+    assert {*(f"/var/nvidia/manifests/{m}" for m in manifests), "/bin/chroot"} <= set(paths)
+    assert "NVIDIA_VISIBLE_DEVICES=void" in image.env
+    stand_in = kindop.validator_image("v:1", tmp_path, busybox, nvidias=False)
+    stand_in_paths = {e.path: e.source for e in stand_in.entries}
+    assert stand_in_paths["/usr/bin/nvidia-validator"] == tmp_path / "fake-nvidia-validator"
+    assert kindop.clusterpolicy()["spec"]["validator"]["driver"]["env"] == [
+        {"name": "DISABLE_DEV_CHAR_SYMLINK_CREATION", "value": "true"}]
 
 
 @pytest.mark.kind
@@ -778,6 +807,98 @@ def test_containerd_without_the_annotation_passthrough_still_gives_the_gpu_by_cd
 
 def _policy_state(cluster: KindCluster) -> str | None:
     return cluster.clusterpolicy_status().get("state")
+
+
+def _operand_pods(cluster: KindCluster, app: str, node: str) -> list[dict[str, Any]]:
+    return json.loads(cluster.kubectl("get", "pods", "-n", kindop.NAMESPACE, "-l", f"app={app}", "--field-selector",
+                                      f"spec.nodeName={node}", "-o", "json"))["items"]
+
+
+def _init_status(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    return next((cs for cs in pod["status"].get("initContainerStatuses") or [] if cs["name"] == name), {})
+
+
+@pytest.mark.kind
+def test_nvidias_validator_runs_every_stage_and_its_cuda_pod_succeeds(kind_cluster: KindCluster) -> None:
+    """On the CDI path the validator is NVIDIA's nvidia-validator v25.3.4: its driver stage found the host driver
+    (`chroot /host nvidia-smi`), its cuda stage created the workload pod from its own manifest, whose vectorAdd
+    (the stand-in for the CUDA sample) ran with the GPUs and driver library CDI gave it."""
+    for node in kind_cluster.gpu_nodes():
+        [validator] = _operand_pods(kind_cluster, "nvidia-operator-validator", node)
+        stages = [c["name"] for c in validator["spec"]["initContainers"]]
+        assert stages == ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
+        assert all(_init_status(validator, s)["state"]["terminated"]["exitCode"] == 0 for s in stages)
+        name = validator["metadata"]["name"]
+        driver = kind_cluster.kubectl("logs", "-n", kindop.NAMESPACE, name, "-c", "driver-validation")
+        assert "version: v25.3.4" in driver and "Detected a pre-installed driver on the host" in driver, driver
+        [cuda] = _operand_pods(kind_cluster, "nvidia-cuda-validator", node)
+        assert cuda["status"]["phase"] == "Succeeded" and cuda["spec"]["runtimeClassName"] == "nvidia"
+        log = kind_cluster.kubectl("logs", "-n", kindop.NAMESPACE, cuda["metadata"]["name"], "-c", "cuda-validation")
+        assert "Test PASSED" in log, log
+
+
+# R418 (CUDA 10.1): older than the CUDA 11 runtime of the validator's vectorAdd accepts.
+OLD_DRIVER = "418.226.00"
+
+
+@pytest.mark.kind
+def test_a_node_whose_driver_is_too_old_for_cuda_fails_at_the_cuda_validation(kind_cluster: KindCluster,
+                                                                             tmp_path: Path) -> None:
+    """The validator's CUDA stage failing on one worker: its driver replaced by one older than the CUDA runtime of
+    the validator's vectorAdd accepts (driver root, NVML library and CDI specs regenerated for 418.226.00), and the
+    validator restarted, as after the driver change. nvidia-smi still works, so the driver and toolkit stages pass;
+    the CUDA workload pod's vectorAdd fails as CUDA's sample does. NVIDIA's validator then polls that pod for phase
+    Succeeded; its restartPolicy OnFailure keeps it Pending with the init container restarting. The suite must name
+    the node at driver-toolkit by DRV-005, quoting vectorAdd, and pass the other node."""
+    assert kind_cluster.docker is not None
+    broken, healthy = sorted(kind_cluster.gpu_nodes())
+    table = fakegpu.gpu_table(broken, kind_cluster.gpus, fakegpu.default_product())
+    lib_dir = f"{kindop.DRIVER_ROOT}/{fakenvml.LIB_DIR}"
+
+    def install_driver(version: str) -> None:
+        script = (f"rm -f {lib_dir}/libnvidia-ml.so.*.*\n"
+                  + nvidia_cdi.node_setup_script(table, kindop.DRIVER_ROOT, version))
+        kind_cluster.docker.docker("exec", broken, "sh", "-ec", script)  # type: ignore[union-attr]
+
+    def restart_validator() -> None:
+        kind_cluster.kubectl("delete", "pods", "-n", kindop.NAMESPACE, "-l", "app=nvidia-operator-validator",
+                             "--field-selector", f"spec.nodeName={broken}", "--wait")
+
+    def failing_cuda_pod() -> dict[str, Any] | None:
+        return next((p for p in _operand_pods(kind_cluster, "nvidia-cuda-validator", broken)
+                     if _init_status(p, "cuda-validation").get("restartCount", 0) > 0), None)
+
+    install_driver(OLD_DRIVER)
+    try:
+        restart_validator()
+        deadline = time.monotonic() + 120
+        while (cuda := failing_cuda_pod()) is None:
+            assert time.monotonic() < deadline, _operand_pods(kind_cluster, "nvidia-cuda-validator", broken)
+            time.sleep(2)
+        log = kind_cluster.kubectl("logs", "-n", kindop.NAMESPACE, cuda["metadata"]["name"], "-c", "cuda-validation")
+        [validator] = _operand_pods(kind_cluster, "nvidia-operator-validator", broken)
+        waiting = kind_cluster.kubectl("logs", "-n", kindop.NAMESPACE, validator["metadata"]["name"], "-c",
+                                       "cuda-validation")
+        rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
+    finally:
+        install_driver(nvidia_cdi.DRIVER_VERSION)
+        restart_validator()
+        kind_cluster._wait_operator()
+    # What NVIDIA's validator and kubelet made of it (the simulated fault cuda-validation-failing is held to this).
+    assert cuda["status"]["phase"] == "Pending", cuda["status"]
+    assert "Failed to allocate device vector A (error code CUDA driver version is insufficient for CUDA runtime " \
+           "version)!" in log, log
+    # The validator still polls the pod (60 tries 5 s apart before it gives up and restarts).
+    state = _init_status(validator, "cuda-validation").get("state", {})
+    assert "running" in state and "is curently in Pending phase" in waiting, (state, waiting)
+    assert rc == 1 and summary["cluster_blocker"] is None, summary
+    root = _root_of(summary, broken)
+    assert (root["layer"], root["check"]) == ("driver-toolkit", "DRV-005"), root
+    assert "CUDA driver version is insufficient" in root["message"], root
+    ok_layers, ok_root = summary["nodes"][healthy]
+    assert ok_root is None and {k: v for k, v in ok_layers.items() if k != "operator"} == \
+        dict.fromkeys(("nfd", "deploy-labels", "driver-toolkit", "device-plugin", "probe"), "pass"), ok_layers
+    assert summary["probed"] == [healthy]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 // Wrapper module that builds the real NVIDIA GPU Operator v25.3.4 for the
-// simulated cluster's `--operator=real` mode. The Go module proxy serves the
-// operator at exactly one version: the pseudo-version below is the v25.3.4
+// simulated cluster's `--operator=real` mode, and its validator (a main
+// package of the same module, without a go.mod of its own) for the kind
+// tier. The Go module proxy serves the operator at exactly one version: the pseudo-version below is the v25.3.4
 // release commit (d73a0086a6ba). Kept apart from the other wrappers because
 // the operator pins its own k8s.io versions (v0.32.x). Its assets, CRDs and
 // Helm chart are read from this module's copy in the Go module cache.
@@ -8,7 +9,10 @@ module gpu-operator-conformance.local/gobuild/gpu-operator
 
 go 1.24.0
 
-tool github.com/NVIDIA/gpu-operator/cmd/gpu-operator
+tool (
+	github.com/NVIDIA/gpu-operator/cmd/gpu-operator
+	github.com/NVIDIA/gpu-operator/validator
+)
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
@@ -17,13 +21,16 @@ require (
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
+	github.com/NVIDIA/go-nvlib v0.7.2 // indirect
 	github.com/NVIDIA/gpu-operator v0.0.0-20250917190837-d73a0086a6ba // indirect
 	github.com/NVIDIA/k8s-kata-manager v0.2.3 // indirect
 	github.com/NVIDIA/k8s-operator-libs v0.0.0-20250311214045-7d667fbaa7ac // indirect
+	github.com/NVIDIA/nvidia-container-toolkit v1.17.8 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chai2010/gettext-go v1.0.2 // indirect
+	github.com/cpuguy83/go-md2man/v2 v2.0.6 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.11.2 // indirect
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
@@ -75,11 +82,14 @@ require (
 	github.com/regclient/regclient v0.8.2 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
+	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/spf13/cast v1.7.0 // indirect
 	github.com/spf13/cobra v1.9.1 // indirect
 	github.com/spf13/pflag v1.0.6 // indirect
+	github.com/urfave/cli/v2 v2.27.6 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
+	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	go.uber.org/automaxprocs v1.6.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect

@@ -438,8 +438,9 @@ def validator_chain_completed(inp: CheckInput, node: str) -> Finding:
 @check("DRV-005", L, "CUDA validation pod succeeded",
        hint=HINT_CUDA,
        kubectl="kubectl -n {ns} get pods -o wide -l app=nvidia-cuda-validator --field-selector spec.nodeName={node}",
-       detects="nvidia-cuda-validator-* pod Failed or stuck (vectorAdd cannot run), or never created while the "
-               "validator waits in cuda-validation")
+       detects="nvidia-cuda-validator-* pod Failed or stuck (vectorAdd cannot run: restartPolicy OnFailure keeps "
+               "it Pending with its init container restarting), a new one after the validator gave up on an earlier "
+               "one, or none created while the validator waits in cuda-validation")
 @per_gpu_node(ops.VALIDATOR)
 def cuda_validator_succeeded(inp: CheckInput, node: str) -> Finding:
     snapshot, settings = inp.snapshot, inp.settings
@@ -479,6 +480,17 @@ def cuda_validator_succeeded(inp: CheckInput, node: str) -> Finding:
     p = pod_problem(inp, pod)
     broken = phase == "Failed" or p.stage is not None and p.evidence.get("state") != "running" \
         or p.evidence.get("restarts", 0) > 0 or p.evidence.get("reason") not in (None, "", "PodInitializing")
+    gave_up = stuck["restarts"] if stuck is not None and stuck["name"] == "cuda-validation" else 0
+    if not broken and gave_up and validator is not None:
+        # NVIDIA's validator polls its CUDA pod for Succeeded 60 times 5 s apart, then exits 1; kubelet restarts
+        # cuda-validation, which replaces the pod (validator/main.go, v25.3.4). A fresh pod after such a restart is
+        # another attempt, not progress: vectorAdd has already failed to succeed on this node.
+        ev["validator_restarts"] = gave_up
+        return Finding(Status.FAIL, f"{name_of(pod)} {phase} ({p.evidence['status']}) is a new attempt: the "
+                       f"validator's cuda-validation already gave up on an earlier CUDA pod "
+                       f"{plural(gave_up, 'time')} (it waits 5 min for each), so vectorAdd has not succeeded on "
+                       "this node", node=node, evidence=ev,
+                       kubectl=logs_cmd(ns, validator, "cuda-validation", previous=True))
     if not broken:
         return Finding(Status.WARN, f"{name_of(pod)} still running ({p.evidence['status']}):"
                        " CUDA validation in progress", node=node, evidence=ev,

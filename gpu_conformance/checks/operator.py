@@ -207,8 +207,12 @@ def clusterpolicy_ready(inp: CheckInput) -> list[Finding]:
         return [cluster_finding(Status.FAIL, "ClusterPolicy has no status: the operator has never reconciled it "
                                 "(is the operator running?)", **ev)]
     message = error.get("message") or ready.get("message") or ""
+    # notReady with Ready still True: the operator writes status.state and then the conditions in two updates
+    # (v25.3.4 clusterpolicy_controller.go: updateCRState(NotReady), then SetConditionsError(OperandNotReady)), so a
+    # read between them sees the old conditions. Judged as the OperandNotReady that follows, from the DaemonSets.
+    mid_update = state == "notReady" and ready.get("status") == "True"
     operand_not_ready = (error.get("reason") == "OperandNotReady" or "states not ready" in message
-                         or (state == "notReady" and not conditions))
+                         or (state == "notReady" and not conditions) or mid_update)
     if not operand_not_ready:
         msg = f"ClusterPolicy state={state}, Ready={ready.get('status', '?')} reason={reason or '?'}" + (
             f": {message}" if message else "")

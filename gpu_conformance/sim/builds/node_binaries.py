@@ -79,6 +79,9 @@ BINARIES: tuple[simbin.Binary, ...] = (
                   _FAKEGPU_LDFLAGS, ("--fake-version",), f"fake-nvidia-container-runtime {FAKEGPU_VERSION}"),
     simbin.Binary("fake-nvidia-validator", f"{_FAKEGPU_PKG}/fake-nvidia-validator", _FAKEGPU_SUBDIR,
                   _FAKEGPU_LDFLAGS, ("-version",), f"fake-nvidia-validator {FAKEGPU_VERSION}"),
+    # The CUDA sample NVIDIA's validator runs in its CUDA workload pod (the kind tier's validator image).
+    simbin.Binary("vectorAdd", f"{_FAKEGPU_PKG}/vectorAdd", _FAKEGPU_SUBDIR, _FAKEGPU_LDFLAGS,
+                  ("-version",), f"vectorAdd {FAKEGPU_VERSION}"),
 )
 BINARY_NAMES = tuple(b.name for b in BINARIES)
 

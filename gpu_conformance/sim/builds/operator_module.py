@@ -1,12 +1,15 @@
-"""The real NVIDIA GPU Operator's Go module: its CRDs, chart and assets, and (for `--operator=real`) its binary.
+"""The real NVIDIA GPU Operator's Go module: its CRDs, chart and assets, (for `--operator=real`) its binary, and
+(for the kind tier) its validator.
 
 The Go module proxy serves github.com/NVIDIA/gpu-operator at exactly one version, the v25.3.4 release
 commit as a pseudo-version. <repo>/gobuild/gpu-operator wraps it. Nothing of it is committed here: the
 module zip lands in the Go module cache (`go mod download`, part of the binaries step), where the sim
 reads the real CRDs for every profile, and `go build` puts the operator binary in a versioned cache
-directory beside the control plane's.
+directory beside the control plane's. The validator (`nvidia-validator`, package validator/) is a main package
+of the same module with no go.mod of its own: the same wrapper builds it into the same directory, as NVIDIA's
+validator Makefile does (CGO_ENABLED=0, the version stamped).
 
-    python -m gpu_conformance.sim.builds.operator_module          # download + build if needed, print the binary
+    python -m gpu_conformance.sim.builds.operator_module   # download + build both if needed, print the operator
 """
 
 from __future__ import annotations
@@ -45,6 +48,14 @@ BINARY_ENV = "GPU_CONFORMANCE_OPERATOR_BINARY"
 # Release-like: stripped, and the version stamped where `version: ...` is logged from (unstamped: "unknown").
 LDFLAGS = f"-s -w -X {MODULE}/internal/info.version={OPERATOR_VERSION}"
 VERSION_TEXT = f"version: {OPERATOR_VERSION}"
+VALIDATOR_PACKAGE = f"{MODULE}/validator"
+VALIDATOR_BINARY = "nvidia-validator"
+# urfave/cli answers --version with "<argv[0] base name> version <stamped version>".
+VALIDATOR_VERSION_TEXT = f"version {OPERATOR_VERSION}"
+# The validator's own manifests (the pods its cuda and plugin stages create), which NVIDIA's image carries at
+# /var/nvidia/manifests.
+VALIDATOR_MANIFESTS = ("validator/cuda-workload-validation.yaml", "validator/plugin-workload-validation.yaml")
+VALIDATOR_COLD_MINUTES = 4
 CRD_DIR = "deployments/gpu-operator/crds"
 CHART_DIR = "deployments/gpu-operator"
 COLD_MINUTES = 4
@@ -195,8 +206,59 @@ def ensure_binary() -> Path:
     return target
 
 
+def validator_answers_version(path: Path) -> bool:
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return False
+    try:
+        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30, check=False,
+                             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and VALIDATOR_VERSION_TEXT in out.stdout
+
+
+def ensure_validator() -> Path:
+    """NVIDIA's nvidia-validator of this release, built into the operator's versioned cache dir if needed
+    (idempotent, locked): the binary of NVIDIA's validator image, run by the kind tier's operator."""
+    target = bin_dir() / VALIDATOR_BINARY
+    if validator_answers_version(target):
+        return target
+    go = _go(f"NVIDIA's validator {OPERATOR_VERSION} is not built and cannot be")
+    wrapper = wrapper_dir()
+    module_dir()
+    out_dir = bin_dir()
+    with build_lock(out_dir):
+        if validator_answers_version(target):
+            return target
+        log_path = out_dir / "validator-build.log"
+        log_path.write_text(f"# {time.strftime('%Y-%m-%dT%H:%M:%S%z')} building nvidia-validator "
+                            f"{OPERATOR_VERSION}\n")
+        print(f"building nvidia-validator {OPERATOR_VERSION} ... (first build takes ~{VALIDATOR_COLD_MINUTES} "
+              f"min; log: {log_path})", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=out_dir) as tmp:
+            built = Path(tmp) / VALIDATOR_BINARY
+            try:
+                run_build(go, wrapper, LDFLAGS, built, [VALIDATOR_PACKAGE], log_path, "the kind tier needs it")
+            except GoBuildError as exc:
+                raise OperatorModuleError(str(exc)) from None
+            if not validator_answers_version(built):
+                raise OperatorModuleError(f"built nvidia-validator does not answer {VALIDATOR_VERSION_TEXT!r}; "
+                                          f"see {log_path}")
+            os.replace(built, target)
+        print(f"built nvidia-validator {OPERATOR_VERSION} in {time.monotonic() - started:.0f} s", file=sys.stderr,
+              flush=True)
+    return target
+
+
+def validator_manifests() -> list[Path]:
+    """The pod manifests NVIDIA's validator image carries (validator/ of the module)."""
+    return [module_dir() / m for m in VALIDATOR_MANIFESTS]
+
+
 def _ensure_all() -> Path:
     module_dir()
+    ensure_validator()
     return ensure_binary()
 
 

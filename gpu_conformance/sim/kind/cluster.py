@@ -183,7 +183,8 @@ class KindCluster:
         public node image also the probe image, which our own node image already holds."""
         assert self.manager is not None
         busybox = nodebin.static_busybox()
-        wanted = kindop.images(dirs.node, busybox)
+        # NVIDIA's validator where the nodes have NVIDIA's driver layout and specs (the CDI path with the plugin).
+        wanted = kindop.images(dirs.node, busybox, self.clusterpolicy(), nvidia_validator=self.nvidia_cdi_specs)
         if public:
             wanted += nodeimage.fake_gpu_images(dirs, busybox)
         for tar in nodeimage.cached_archives(wanted):

@@ -7,6 +7,9 @@ What a GPU node gets (node_setup_script, run in the kind node container with `do
   libnvidia-ml.so.1 link (nvidia-ctk finds the driver's libraries by that version), the GPU table `gpus` (the
   fake NVML, the validator and the device plugin stand-ins read it), and `usr/bin/nvidia-smi`, which nvidia-ctk
   mounts into GPU containers from there;
+* /usr/bin/nvidia-smi on the node itself, where a host driver install puts it: NVIDIA's validator checks the host
+  driver with `chroot /host nvidia-smi` (driver.enabled=false). It runs the driver root's nvidia-smi on the driver
+  root's GPU table, so a node whose table is gone has a host nvidia-smi that fails as with no driver loaded;
 * the device nodes /dev/nvidiaN, /dev/nvidiactl and /dev/nvidia-uvm{,-tools}, mknod'd in the node container's own
   /dev (a tmpfs of the privileged container, never the host's): nvidia-ctk leaves out any candidate that is not a
   character device, and its spec then names each node by its path there (`--dev-root=/`);
@@ -50,6 +53,7 @@ NODE_NAME_STRATEGIES = ("index", "uuid")
 # DEVICE_ID_STRATEGY default, which the operator leaves as is.
 SPECS = ((NODE_KIND, NODE_SPEC, NODE_NAME_STRATEGIES), (PLUGIN_KIND, PLUGIN_SPEC, ("uuid",)))
 SMI_IN_ROOT = "usr/bin/nvidia-smi"
+HOST_SMI = "/usr/bin/nvidia-smi"
 # The major nvidia-ctk is told for nvidia-uvm; the kernel allocates the real one dynamically.
 UVM_MAJOR = fakenvml.UVM_MAJOR
 
@@ -80,23 +84,36 @@ def generate_command(kind: str, output: str, name_strategies: tuple[str, ...], d
             *(f"--device-name-strategy={s}" for s in name_strategies), "--format=json", f"--output={output}"]
 
 
-def node_setup_script(table: str, driver_root: str) -> str:
-    """The shell script (sh -ec) that lays out one GPU node's fake driver and writes both specs with nvidia-ctk."""
+def host_smi(driver_root: str) -> str:
+    """The node's own /usr/bin/nvidia-smi: the driver root's, reading the driver root's GPU table (not the copy the
+    driver root's nvidia-smi carries for containers), so that moving the table away takes the host driver away."""
+    q = shlex.quote
+    return (f"#!/bin/sh\n# The kind tier's host driver: the fake driver root's nvidia-smi on its GPU table.\n"
+            f"FAKE_GPU_TABLE=${{FAKE_GPU_TABLE:-{q(driver_root)}/{fakegpu.TABLE_FILE}}} "
+            f"exec {q(driver_root)}/{SMI_IN_ROOT} \"$@\"\n")
+
+
+def node_setup_script(table: str, driver_root: str, driver_version: str = DRIVER_VERSION) -> str:
+    """The shell script (sh -ec) that lays out one GPU node's fake driver and writes both specs with nvidia-ctk.
+    `driver_version` names the driver's libraries and is what the fake NVML reports (a fault may install an old
+    driver on one node)."""
     q = shlex.quote
     lib_dir = f"{driver_root}/{fakenvml.LIB_DIR}"
-    versioned = f"libnvidia-ml.so.{DRIVER_VERSION}"
+    versioned = f"libnvidia-ml.so.{driver_version}"
     lines = [f"mkdir -p {q(lib_dir)} {q(driver_root)}/usr/bin {CDI_DIR}",
              f"cp {NVML_LIBRARY} {q(lib_dir)}/{versioned}",
              f"ln -sfn {versioned} {q(lib_dir)}/{fakenvml.LIBRARY}",
              f"cat > {q(driver_root)}/{fakegpu.TABLE_FILE} <<'FAKE_GPU_EOF'\n{table.rstrip()}\nFAKE_GPU_EOF",
              f"cat > {q(driver_root)}/{SMI_IN_ROOT} <<'FAKE_GPU_EOF'\n{node_smi(table).rstrip()}\nFAKE_GPU_EOF",
-             f"chmod 755 {q(driver_root)}/{SMI_IN_ROOT}"]
+             f"chmod 755 {q(driver_root)}/{SMI_IN_ROOT}",
+             f"cat > {HOST_SMI} <<'FAKE_GPU_EOF'\n{host_smi(driver_root).rstrip()}\nFAKE_GPU_EOF",
+             f"chmod 755 {HOST_SMI}"]
     nodes = [(f"nvidia{m}", fakenvml.NVIDIA_MAJOR, m) for m in fakenvml.table_minors(table)]
     nodes += [("nvidiactl", fakenvml.NVIDIA_MAJOR, fakenvml.NVIDIACTL_MINOR), ("nvidia-uvm", UVM_MAJOR, 0),
               ("nvidia-uvm-tools", UVM_MAJOR, 1)]
     lines += [f"[ -c /dev/{name} ] || mknod -m 666 /dev/{name} c {major} {minor}" for name, major, minor in nodes]
     env = (f"{fakenvml.TABLE_ENV}={q(driver_root)}/{fakegpu.TABLE_FILE} "
-           f"{fakenvml.DRIVER_VERSION_ENV}={DRIVER_VERSION}")
+           f"{fakenvml.DRIVER_VERSION_ENV}={driver_version}")
     for kind, spec, names in SPECS:
         cmd = " ".join(q(a) for a in generate_command(kind, f"{CDI_DIR}/{spec}", names, driver_root))
         # nvidia-ctk logs every driver file a fake driver lacks (EGL, Vulkan, ...) as a warning: kept for a

@@ -5,9 +5,13 @@ loaded into the nodes (`kind load image-archive`) under the name the ClusterPoli
 
 * the operator: its unmodified static binary, with its assets and manifests at /opt/gpu-operator as in
   NVIDIA's image;
-* the validator and the device plugin: stand-ins from fixtures/fake-gpu (fake-nvidia-validator as
-  nvidia-validator, the fake plugin as nvidia-device-plugin) on busybox, for the shells the operator's
-  manifests run.
+* the validator: on the CDI path NVIDIA's own nvidia-validator of the same release (operator_module.py builds it
+  from the operator's module), laid out as NVIDIA's image has it (validator/Dockerfile: /usr/bin/nvidia-validator,
+  the CUDA sample at /usr/bin/vectorAdd, the workload pod manifests at /var/nvidia/manifests, the image's NVIDIA_*
+  variables), with fixtures/fake-gpu's vectorAdd in place of the CUDA sample; on the legacy path and in the DRA
+  model the stand-in fake-nvidia-validator (their nodes keep the fake plugin's driver layout);
+* the device plugin: the stand-in from fixtures/fake-gpu (the fake plugin as nvidia-device-plugin);
+all on busybox, for the shells the operator's manifests run.
 
 The nodes are set up the way a cluster with the driver and the container toolkit preinstalled is (the
 operator's `driver.enabled=false`, `toolkit.enabled=false`): the fake driver (GPU table, nvidia-smi) and its
@@ -50,12 +54,23 @@ from gpu_conformance.sim.services.json_tree import without
 Obj = dict[str, Any]
 NAMESPACE = "gpu-operator"
 NFD_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+# The validator's driver stage (host driver) creates /dev/char symlinks after loading the NVIDIA kernel modules and
+# reading their majors from /proc/devices (nvidia-container-toolkit's create-dev-char-symlinks, which v25.3.4 runs
+# with modules loaded and device nodes created). The fake GPUs have no kernel module, so that step fails on every
+# node; the tier switches it off the way NVIDIA's own error message tells an admin to (validator.driver.env). The
+# stand-in validator ignores the variable.
+VALIDATOR_DRIVER_ENV = [{"name": "DISABLE_DEV_CHAR_SYMLINK_CREATION", "value": "true"}]
 # What an admin passes to `helm install` for nodes with the driver and toolkit preinstalled, minus the
 # operands we have no stand-in for. Keys are ClusterPolicy spec paths.
 SPEC_OVERRIDES: dict[str, Any] = {
     "driver.enabled": False, "toolkit.enabled": False, "gfd.enabled": False, "dcgmExporter.enabled": False,
     "migManager.enabled": False, "nodeStatusExporter.enabled": False,
+    "validator.driver.env": VALIDATOR_DRIVER_ENV,
 }
+# What NVIDIA's validator image sets (validator/Dockerfile at v25.3.4): no GPU unless a container asks for one.
+VALIDATOR_IMAGE_ENV = ("NVIDIA_DISABLE_REQUIRE=true", "NVIDIA_VISIBLE_DEVICES=void",
+                       "NVIDIA_DRIVER_CAPABILITIES=utility,compute")
+VALIDATOR_MANIFEST_DIR = "/var/nvidia/manifests"
 GPU_PATH_ENV = "GPU_CONFORMANCE_KIND_GPU_PATH"
 GPU_PATHS = ("cdi", "legacy")
 # The ClusterPolicy's CDI switches per GPU path.
@@ -122,7 +137,7 @@ def clusterpolicy(path: str = "cdi") -> Obj:
         *parents, leaf = path_.split(".")
         for p in parents:
             node = node.setdefault(p, {})
-        node[leaf] = value
+        node[leaf] = copy.deepcopy(value)
     return cp
 
 
@@ -144,8 +159,22 @@ def _busybox(busybox: Path) -> list[oci.Entry]:
     return oci.busybox_entries(busybox, busybox_applets(busybox))
 
 
-def images(node_bin: Path, busybox: Path, cp: Obj | None = None) -> list[oci.Image]:
-    """The operator's image and the operand stand-ins, named as `cp` (default: clusterpolicy()) names them."""
+def validator_image(name: str, node_bin: Path, busybox: Path, nvidias: bool) -> oci.Image:
+    """The validator image: NVIDIA's nvidia-validator with the vectorAdd stand-in (nvidias) or the stand-in."""
+    if not nvidias:
+        return oci.Image((name,), [*_busybox(busybox),
+                                   oci.Entry("/usr/bin/nvidia-validator", source=node_bin / "fake-nvidia-validator")])
+    manifests = [oci.Entry(f"{VALIDATOR_MANIFEST_DIR}/{p.name}", source=p, mode=0o644)
+                 for p in operator_module.validator_manifests()]
+    return oci.Image((name,), [
+        *_busybox(busybox), oci.Entry("/usr/bin/nvidia-validator", source=operator_module.ensure_validator()),
+        oci.Entry("/usr/bin/vectorAdd", source=node_bin / "vectorAdd"), *manifests],
+        env=(*oci.DEFAULT_ENV, *VALIDATOR_IMAGE_ENV))
+
+
+def images(node_bin: Path, busybox: Path, cp: Obj | None = None, nvidia_validator: bool = True) -> list[oci.Image]:
+    """The operator's image and the operand images, named as `cp` (default: clusterpolicy()) names them; the
+    validator NVIDIA's (nvidia_validator) or the stand-in."""
     spec = (cp or clusterpolicy())["spec"]
     module = operator_module.module_dir()
     opt = [oci.Entry(f"/opt/gpu-operator/{p.relative_to(module / 'assets')}", source=p, mode=0o644)
@@ -155,8 +184,7 @@ def images(node_bin: Path, busybox: Path, cp: Obj | None = None) -> list[oci.Ima
     operator = oci.Image((operator_image(),), [*_busybox(busybox),
                                                oci.Entry("/usr/bin/gpu-operator",
                                                          source=operator_module.ensure_binary()), *opt])
-    validator = oci.Image((image_name(spec["validator"]),), [
-        *_busybox(busybox), oci.Entry("/usr/bin/nvidia-validator", source=node_bin / "fake-nvidia-validator")])
+    validator = validator_image(image_name(spec["validator"]), node_bin, busybox, nvidia_validator)
     plugin = oci.Image((image_name(spec["devicePlugin"]),), [
         *_busybox(busybox),
         oci.Entry("/usr/local/bin/fake-gpu-device-plugin", source=node_bin / "fake-gpu-device-plugin"),
