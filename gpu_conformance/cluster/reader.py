@@ -347,11 +347,8 @@ class ClusterReader:
         def fetch(key: tuple[str, str]) -> tuple[tuple[str, str], str]:
             pod, container = key
             try:
-                with self._lock:
-                    self.requests += 1
-                data = raw_request(self.conn.api, "GET", f"/api/v1/namespaces/{ns}/pods/{pod}/log",
-                                   [("container", container), ("tailLines", str(LOG_TAIL_LINES)),
-                                    ("limitBytes", str(LOG_LIMIT_BYTES))])
+                data = self._get_log(ns, pod, [("container", container), ("tailLines", str(LOG_TAIL_LINES)),
+                                               ("limitBytes", str(LOG_LIMIT_BYTES))])
                 text = data[:LOG_LIMIT_BYTES].decode("utf-8", "replace")
                 if len(data) >= LOG_LIMIT_BYTES:
                     text += f"\n<log cut at {LOG_LIMIT_BYTES} bytes>"
@@ -366,15 +363,18 @@ class ClusterReader:
             return dict(pool.map(fetch, wanted))
 
 
+    def _get_log(self, ns: str, pod: str, params: list[tuple[str, str]]) -> bytes:
+        """One counted GET of a container's log (the tail and head reads differ only in their parameters)."""
+        with self._lock:
+            self.requests += 1
+        return raw_request(self.conn.api, "GET", f"/api/v1/namespaces/{ns}/pods/{pod}/log", params)
+
     def _log_heads(self, ns: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The first HEAD_LOG_BYTES of each container's log (its earliest lines), for keys already read."""
         def fetch(key: tuple[str, str]) -> tuple[tuple[str, str], str]:
             pod, container = key
             try:
-                with self._lock:
-                    self.requests += 1
-                data = raw_request(self.conn.api, "GET", f"/api/v1/namespaces/{ns}/pods/{pod}/log",
-                                   [("container", container), ("limitBytes", str(HEAD_LOG_BYTES))])
+                data = self._get_log(ns, pod, [("container", container), ("limitBytes", str(HEAD_LOG_BYTES))])
                 return key, data[:HEAD_LOG_BYTES].decode("utf-8", "replace")
             except API_ERRORS:
                 # Only a better explanation depends on it: without it the tail is judged as before.
