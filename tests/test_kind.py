@@ -908,6 +908,15 @@ def test_nightly_cronjob_reports_a_fault_between_two_nights_as_a_regression(kind
         assert first.exit_code == 0, first.log[-3000:]
         assert "no earlier night to compare with" in first.log
         kind_cluster.kubectl("delete", "clusterpolicies.nvidia.com", "--all", "--wait")
+        # The operator withdraws its operands; the toolkit's pods, stopped, take the nvidia runtime back out of
+        # containerd's config and restart containerd (the installer's cleanup), which kills a container starting at
+        # that moment: night 2 starts once they are gone and the nodes are Ready again.
+        deadline = time.monotonic() + 180
+        while kind_cluster.kubectl("get", "pods", "-n", kindop.NAMESPACE, "-l", f"app={kindop.TOOLKIT_DS}",
+                                   "-o", "name").strip():
+            assert time.monotonic() < deadline, "the toolkit's pods did not go"
+            time.sleep(2)
+        kind_cluster.kubectl("wait", "--for=condition=Ready", "nodes", "--all", "--timeout=120s")
         second = nightly.run("night-2")
         out = nightly.copy_reports(tmp_path / "reports")
     finally:
