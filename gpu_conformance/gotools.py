@@ -8,6 +8,7 @@ the kind tier's nodes).
     python -m gpu_conformance.gotools nvidia-container-runtime
     python -m gpu_conformance.gotools nvidia-ctk
     python -m gpu_conformance.gotools nvidia-cdi-hook
+    python -m gpu_conformance.gotools toolkit                     # the toolkit image's v1.17.8 binaries
 
 `go install MODULE/cmd/NAME@VERSION` needs no go.mod of ours and fetches only through the Go module proxy;
 the binary lands in ~/.cache/gpu-operator-conformance/tools/NAME-VERSION/, so a version bump builds into a
@@ -78,7 +79,39 @@ NVIDIA_CDI_HOOK = GoTool(
     "nvidia-cdi-hook", f"{_NCT}/cmd/nvidia-cdi-hook", f"v{_NCT_VERSION}", ("--version",),
     f"NVIDIA CDI Hook version {_NCT_VERSION}",
     ldflags=f"-s -w -X {_NCT}/internal/info.version={_NCT_VERSION}", cgo=True)
+
+# The container toolkit the GPU Operator v25.3.4 deploys (its chart's toolkit.version v1.17.8), built for the kind
+# tier's toolkit image (sim/kind/toolkit_image.py) as NVIDIA's image holds it: the installer the operator's
+# entrypoint execs (`nvidia-toolkit`, at this tag tools/container/nvidia-toolkit, stamped through main.Version as
+# the image's Dockerfile does; `nvidia-ctk-installer` only exists from v1.18) and the binaries it copies into the
+# host's toolkit directory (the nvidia-container-toolkit-base and -toolkit packages: cmd/*, stamped through
+# internal/info like the v1.20.2 ones above).
+TOOLKIT_VERSION = "1.17.8"
+
+
+def _toolkit_tool(name: str, version_text: str, package: str = "") -> GoTool:
+    return GoTool(name, f"{_NCT}/{package or 'cmd/' + name}", f"v{TOOLKIT_VERSION}", ("--version",),
+                  version_text, ldflags=f"-s -w -X {_NCT}/internal/info.version={TOOLKIT_VERSION}", cgo=True)
+
+
+TOOLKIT_INSTALLER = GoTool(
+    "nvidia-toolkit", f"{_NCT}/tools/container/nvidia-toolkit", f"v{TOOLKIT_VERSION}", ("--version",),
+    f"nvidia-toolkit version {TOOLKIT_VERSION}", ldflags=f"-s -w -X main.Version={TOOLKIT_VERSION}", cgo=True)
+TOOLKIT_BINARIES = (
+    _toolkit_tool("nvidia-container-runtime", f"NVIDIA Container Runtime version {TOOLKIT_VERSION}"),
+    _toolkit_tool("nvidia-container-runtime.cdi", f"NVIDIA Container Runtime version {TOOLKIT_VERSION}"),
+    _toolkit_tool("nvidia-container-runtime.legacy", f"NVIDIA Container Runtime version {TOOLKIT_VERSION}"),
+    _toolkit_tool("nvidia-container-runtime-hook", f"NVIDIA Container Runtime Hook version {TOOLKIT_VERSION}"),
+    _toolkit_tool("nvidia-ctk", f"NVIDIA Container Toolkit CLI version {TOOLKIT_VERSION}"),
+    _toolkit_tool("nvidia-cdi-hook", f"NVIDIA CDI Hook version {TOOLKIT_VERSION}"),
+)
+TOOLKIT_TOOLS = (TOOLKIT_INSTALLER, *TOOLKIT_BINARIES)
+# The release's nvidia-ctk: also the CDI generator of the device plugin v0.17.4 that v25.3.4 deploys (its go.mod
+# requires nvidia-container-toolkit v1.17.8), so the kind tier writes the plugin's spec with it.
+TOOLKIT_CTK = next(t for t in TOOLKIT_BINARIES if t.name == "nvidia-ctk")
 TOOLS = {t.name: t for t in (ACTIONLINT, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK, NVIDIA_CDI_HOOK)}
+# `python -m gpu_conformance.gotools toolkit`: every binary of the toolkit image.
+TOOL_GROUPS = {"toolkit": TOOLKIT_TOOLS}
 
 
 def tools_dir() -> Path:
@@ -153,9 +186,11 @@ def ensure_tool(tool: GoTool) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or args[0] not in TOOLS:
-        print(f"usage: python -m gpu_conformance.gotools {{{','.join(TOOLS)}}}", file=sys.stderr)
+    if len(args) != 1 or args[0] not in {**TOOLS, **TOOL_GROUPS}:
+        print(f"usage: python -m gpu_conformance.gotools {{{','.join([*TOOLS, *TOOL_GROUPS])}}}", file=sys.stderr)
         return 4
+    if args[0] in TOOL_GROUPS:
+        return cli_main(lambda: "\n".join(str(ensure_tool(t)) for t in TOOL_GROUPS[args[0]]))
     return cli_main(lambda: ensure_tool(TOOLS[args[0]]))
 
 

@@ -474,11 +474,23 @@ def test_cdi_expected_but_plugin_on_envvar():
         assert f.evidence["observed"]["DEVICE_LIST_STRATEGY"] == "envvar"
 
 
-def test_plugin_on_envvar_under_cdi_before_v25_10_still_gives_gpus():
-    """Before v25.10 `nvidia` is containerd's default runtime and, in CDI mode, resolves NVIDIA_VISIBLE_DEVICES as
-    nvidia.com/gpu CDI devices: the kind tier's real operator v25.3.4 + runtime v1.20 hand the GPU out this way
-    (tests/test_kind.py). An inconsistency (WARN), not a cluster without GPUs; asked for CDI by name, still FAIL."""
+def test_plugin_on_envvar_under_cdi_before_v25_10_with_the_operators_toolkit_fails():
+    """Before v25.10 `nvidia` is containerd's default runtime and, in CDI mode, resolves NVIDIA_VISIBLE_DEVICES as CDI
+    devices of its default kind. The operator's toolkit sets management.nvidia.com/gpu, whose spec has only `all`:
+    the kind tier's real operator v25.3.4 with its toolkit v1.17.8 refuses every GPU container then
+    (tests/test_kind.py)."""
     snap = healthy_snapshot("v25.3.4", cdi=True)
+    set_env(snap, PLUGIN, "nvidia-device-plugin", "DEVICE_LIST_STRATEGY", "envvar")
+    f = cluster("DPL-007", snap)
+    assert f.status == Status.FAIL and "unresolvable CDI devices management.nvidia.com/gpu=GPU-" in f.message
+    assert f.evidence["observed"]["toolkit default CDI kind"] == "management.nvidia.com/gpu"
+
+
+def test_plugin_on_envvar_under_cdi_before_v25_10_with_a_host_toolkit_still_gives_gpus():
+    """With the toolkit on the host (toolkit.enabled=false, no DaemonSet) the runtime's default kind is nvidia.com/gpu,
+    the kind of the node spec `nvidia-ctk cdi generate` writes: an inconsistency (WARN), not a cluster without GPUs;
+    asked for CDI by name, still FAIL."""
+    snap = healthy_snapshot("v25.3.4", cdi=True, toolkit=False)
     set_env(snap, PLUGIN, "nvidia-device-plugin", "DEVICE_LIST_STRATEGY", "envvar")
     f = cluster("DPL-007", snap)
     assert f.status == Status.WARN and "GPUs still reach pods through the nvidia runtime" in f.message

@@ -9,6 +9,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -258,3 +259,28 @@ def test_a_call_the_fake_does_not_answer_is_named(nvidia_ctk: Path, tmp_path: Pa
         assert run.unimplemented == ["nvmlDeviceGetMinorNumber"] and run.unexported == []
     else:
         assert run.returncode == 127 and run.unexported == ["nvmlDeviceGetMinorNumber"]
+
+
+def test_the_driver_version_is_the_one_in_the_librarys_file_name(library: Path, tmp_path: Path) -> None:
+    """Installed as a driver installs it (libnvidia-ml.so.1 -> libnvidia-ml.so.<version>), the library reports that
+    version to any reader, whatever its environment: the kind tier's old-driver fault replaces the driver on one
+    node, and the toolkit's nvidia-ctk there must see the old one. (In a child process: this one has the library
+    loaded under another name already.)"""
+    old = "418.226.00"
+    lib_dir = tmp_path / "lib"
+    lib_dir.mkdir()
+    shutil.copy(library, lib_dir / f"libnvidia-ml.so.{old}")
+    (lib_dir / fakenvml.LIBRARY).symlink_to(f"libnvidia-ml.so.{old}")
+    (tmp_path / "gpus").write_text(fakegpu.gpu_table(NODE, 1))
+    script = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); assert lib.nvmlInit_v2() == 0; "
+              "buf = ctypes.create_string_buffer(96); assert lib.nvmlSystemGetDriverVersion(buf, 96) == 0; "
+              "print(buf.value.decode())")
+    env = {k: v for k, v in os.environ.items() if k not in (fakenvml.DRIVER_VERSION_ENV, fakenvml.TABLE_ENV)}
+    env[fakenvml.TABLE_ENV] = str(tmp_path / "gpus")
+    out = subprocess.run([sys.executable, "-c", script, str(lib_dir / fakenvml.LIBRARY)], env=env,
+                         capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == old
+    # A name without a version (the build's own file) keeps the default profile's driver.
+    out = subprocess.run([sys.executable, "-c", script, str(library)], env=env, capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == get_profile("default").driver_version

@@ -73,3 +73,24 @@ def test_missing_go_or_c_compiler_is_one_clear_error(tmp_path: Path, monkeypatch
     with pytest.raises(gotools.ToolBuildError, match="needs cgo and no C compiler") as err:
         gotools.ensure_tool(NVIDIA_CONTAINER_RUNTIME)
     assert not isinstance(err.value, gotools.GoMissingError)
+
+
+def test_the_toolkit_is_built_at_the_operators_chart_release_with_its_installer() -> None:
+    """v25.3.4's chart ships toolkit v1.17.8, whose installer is tools/container/nvidia-toolkit (stamped through
+    main.Version, as its image's Dockerfile does); the binaries it copies to the host come from cmd/ at that tag."""
+    cmd = gotools._install_command("go", gotools.TOOLKIT_INSTALLER)
+    assert cmd[-1] == "github.com/NVIDIA/nvidia-container-toolkit/tools/container/nvidia-toolkit@v1.17.8"
+    assert "-X main.Version=1.17.8" in cmd[2]
+    assert {t.name for t in gotools.TOOLKIT_BINARIES} == {
+        "nvidia-container-runtime", "nvidia-container-runtime.cdi", "nvidia-container-runtime.legacy",
+        "nvidia-container-runtime-hook", "nvidia-ctk", "nvidia-cdi-hook"}
+    assert all(t.version == "v1.17.8" and t.cgo and t.package.endswith(f"/cmd/{t.name}")
+               for t in gotools.TOOLKIT_BINARIES)
+    # Their own cache directories: never the v1.20.2 binaries of the same names.
+    assert gotools.TOOLKIT_CTK.dir_name == "nvidia-ctk-v1.17.8" != NVIDIA_CTK.dir_name
+    assert gotools.TOOL_GROUPS["toolkit"] == gotools.TOOLKIT_TOOLS
+
+
+def test_an_unknown_tool_is_one_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert gotools.main(["nvidia-toolkit"]) == 4
+    assert "toolkit" in capsys.readouterr().err

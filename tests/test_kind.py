@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,6 @@ import yaml
 from gpu_conformance.model import Status
 from gpu_conformance.session import ConformanceRun
 from gpu_conformance.settings import DEFAULT_PROBE_IMAGE, Settings
-from gpu_conformance.sim.fakegpu import nvml as fakenvml
 from gpu_conformance.sim.fakegpu import stack as fakegpu
 from gpu_conformance.sim.kind import docker as kdocker
 from gpu_conformance.sim.kind import nvidia_cdi, suiteimage
@@ -37,7 +37,6 @@ from gpu_conformance.sim.kind.cluster import (
     CLUSTER_NAME,
     GPU_LABEL,
     RUNTIME_BINARY,
-    RUNTIME_CONFIG,
     KindCluster,
     read_sysctls,
 )
@@ -60,36 +59,30 @@ def test_config_has_image_per_node_and_requested_workers(tmp_path: Path) -> None
     assert all(n["labels"][GPU_LABEL] == "true" for n in config["nodes"] if n["role"] == "worker")
 
 
-def test_gpu_path_mounts_nvidias_runtime_for_cdi_and_the_fake_for_legacy(tmp_path: Path) -> None:
-    """The CDI path (the default) runs NVIDIA's nvidia-container-runtime in CDI mode, configured as the operator's
-    toolkit configures it with cdi.default=true; the legacy path the fake legacy-mode runtime, no config."""
+def test_gpu_path_leaves_the_runtime_to_the_toolkit_for_cdi_and_mounts_the_fake_for_legacy(tmp_path: Path) -> None:
+    """The CDI path (the default) writes no containerd runtime of its own: the operator's toolkit installs NVIDIA's
+    and configures containerd (toolkit.enabled=true); the nodes get NVIDIA's CDI generator and the fake NVML for the
+    host driver. The legacy path keeps the fake legacy-mode runtime as containerd's default, toolkit off."""
     bins = tmp_path / "bins"
-    real = tmp_path / "nvidia-container-runtime"
-    ctk, hook, nvml = tmp_path / "nvidia-ctk", tmp_path / "nvidia-cdi-hook", tmp_path / "libnvidia-ml.so.1"
-    cdi = KindCluster(work=tmp_path / "cdi", gpu_path="cdi", nvidia_runtime=real, nvidia_ctk=ctk, nvidia_cdi_hook=hook,
-                      fake_nvml=nvml)
+    ctk, nvml = tmp_path / "nvidia-ctk", tmp_path / "libnvidia-ml.so.1"
+    cdi = KindCluster(work=tmp_path / "cdi", gpu_path="cdi", nvidia_ctk=ctk, fake_nvml=nvml)
     legacy = KindCluster(work=tmp_path / "legacy", gpu_path="legacy")
-    mounts = {}
+    mounts, configs = {}, {}
     for c in (cdi, legacy):
         c.image = "example.local/node:1"
-        config = yaml.safe_load(c._write_config(bins).read_text())
-        mounts[c.gpu_path] = {m["containerPath"]: m["hostPath"] for m in config["nodes"][1]["extraMounts"]}
-    assert mounts["cdi"][RUNTIME_BINARY] == str(real)
-    # NVIDIA's CDI generator, the hook its spec names (at nvidia-ctk's default path) and the fake NVML it reads.
-    assert {k: mounts["cdi"][k] for k in (nvidia_cdi.NVIDIA_CTK, nvidia_cdi.HOOK_PATH, nvidia_cdi.NVML_LIBRARY)} == \
-        {nvidia_cdi.NVIDIA_CTK: str(ctk), nvidia_cdi.HOOK_PATH: str(hook), nvidia_cdi.NVML_LIBRARY: str(nvml)}
-    assert nvidia_cdi.HOOK_PATH not in mounts["legacy"]
+        configs[c.gpu_path] = yaml.safe_load(c._write_config(bins).read_text())
+        mounts[c.gpu_path] = {m["containerPath"]: m["hostPath"] for m in configs[c.gpu_path]["nodes"][1]["extraMounts"]}
+    assert RUNTIME_BINARY not in mounts["cdi"] and "containerdConfigPatches" not in configs["cdi"]
+    assert {k: mounts["cdi"][k] for k in (nvidia_cdi.NVIDIA_CTK, nvidia_cdi.NVML_LIBRARY)} == \
+        {nvidia_cdi.NVIDIA_CTK: str(ctk), nvidia_cdi.NVML_LIBRARY: str(nvml)}
+    assert nvidia_cdi.NVIDIA_CTK not in mounts["legacy"]
     assert mounts["legacy"][RUNTIME_BINARY] == str(bins / "fake-nvidia-container-runtime")
-    assert RUNTIME_CONFIG not in mounts["legacy"]
-    # The device plugin's annotation reaches the runtime only where containerd's runtime entry lists it.
-    patches = {c.gpu_path: yaml.safe_load(c._write_config(bins).read_text())["containerdConfigPatches"]
-               for c in (cdi, legacy)}
-    assert patches["cdi"] == [*patches["legacy"], kindop.containerd_patch()]
-    assert f"container_annotations = ['{kindop.CDI_ANNOTATION_PREFIX}*']" in patches["cdi"][-1]
-    toml = Path(mounts["cdi"][RUNTIME_CONFIG]).read_text()
-    assert 'mode = "cdi"' in toml and f'annotation-prefixes = ["{kindop.CDI_ANNOTATION_PREFIX}"]' in toml
+    assert configs["legacy"]["containerdConfigPatches"] == [kindop.legacy_runtime_patch()]
+    assert f"BinaryName = '{RUNTIME_BINARY}'" in kindop.legacy_runtime_patch()
     assert kindop.clusterpolicy("cdi")["spec"]["cdi"] == {"enabled": True, "default": True}
     assert kindop.clusterpolicy("legacy")["spec"]["cdi"] == {"enabled": False, "default": False}
+    assert (kindop.clusterpolicy("cdi")["spec"]["toolkit"]["enabled"],
+            kindop.clusterpolicy("legacy")["spec"]["toolkit"]["enabled"]) == (True, False)
 
 
 def test_gpu_path_comes_from_the_environment_and_a_bad_one_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,7 +175,8 @@ def test_validator_image_is_nvidias_layout_on_the_cdi_path_and_the_stand_in_else
 @pytest.mark.kind
 def test_public_node_image_gets_the_operator_fake_gpu_and_probe_images_loaded(tmp_path: Path) -> None:
     """The operator's image and its operands' stand-ins are loaded as OCI archives (`kind load image-archive`)
-    under the names the ClusterPolicy gives them; with GPU_CONFORMANCE_KIND_IMAGE (kindest/node in a user's
+    under the names the ClusterPolicy gives them (on the CDI path the container toolkit's too); with
+    GPU_CONFORMANCE_KIND_IMAGE (kindest/node in a user's
     CI) the probe image too, which is not in a public node image."""
     import tarfile
 
@@ -203,7 +197,9 @@ def test_public_node_image_gets_the_operator_fake_gpu_and_probe_images_loaded(tm
     from gpu_conformance.sim.kind import operator as kindop
 
     spec = kindop.clusterpolicy()["spec"]
-    operator = [kindop.operator_image(), kindop.image_name(spec["validator"]), kindop.image_name(spec["devicePlugin"])]
+    # The CDI path (the default): the operator's toolkit too, built here (toolkit_image.py).
+    operator = [kindop.operator_image(), kindop.image_name(spec["validator"]), kindop.image_name(spec["devicePlugin"]),
+                kindop.image_name(spec["toolkit"])]
     c._load_images(kindbin.ensure_binaries(), public=True)
     assert sorted(loaded) == sorted([*operator, FAKE_GPU_IMAGE, DEFAULT_PROBE_IMAGE])
     loaded.clear()
@@ -307,34 +303,66 @@ def test_probe_gets_a_fake_gpu_on_a_real_container(kind_cluster: KindCluster) ->
 
 def _node_spec(cluster: KindCluster, node: str, name: str) -> dict[str, Any]:
     assert cluster.docker is not None
-    return json.loads(cluster.docker.docker("exec", node, "cat", f"{nvidia_cdi.CDI_DIR}/{name}").stdout)
+    # JSON (the tier's nvidia-ctk --format=json) or YAML (the toolkit's management spec): YAML reads both.
+    return yaml.safe_load(cluster.docker.docker("exec", node, "cat", f"{nvidia_cdi.CDI_DIR}/{name}").stdout)
 
 
 def _spec_edits(spec: dict[str, Any], device: str) -> dict[str, Any]:
     return next(d["containerEdits"] for d in spec["devices"] if d["name"] == device)
 
 
+def _containerd_config(cluster: KindCluster, node: str) -> dict[str, Any]:
+    """The config the node's containerd runs with (`containerd config dump`: config.toml and its imports merged)."""
+    assert cluster.docker is not None
+    return tomllib.loads(cluster.docker.docker("exec", node, "containerd", "config", "dump").stdout.decode())
+
+
 @pytest.mark.kind
-def test_gpu_nodes_cdi_specs_are_nvidia_ctks_and_the_probe_sees_the_devices_they_list(
+def test_the_operators_toolkit_set_up_each_gpu_node_as_on_a_real_one(kind_cluster: KindCluster) -> None:
+    """NVIDIA's installer v1.17.8, run by the operator's own toolkit DaemonSet, did on every GPU node what it does on
+    a real one: its pod is Ready; the runtime is under /usr/local/nvidia/toolkit; containerd runs with the `nvidia`
+    runtime it wrote (the default, the plugin's annotation prefix passed through); and containerd was restarted
+    its way, SIGHUP (containerd v2 has no handler for it and dies of it; systemd restarts it)."""
+    assert kind_cluster.docker is not None
+    pods = json.loads(kind_cluster.kubectl("get", "pods", "-n", kindop.NAMESPACE, "-l", f"app={kindop.TOOLKIT_DS}",
+                                           "-o", "json"))["items"]
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(kind_cluster.gpu_nodes())
+    for node in kind_cluster.gpu_nodes():
+        cri = _containerd_config(kind_cluster, node)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]
+        assert cri["default_runtime_name"] == "nvidia"
+        nvidia = cri["runtimes"]["nvidia"]
+        assert nvidia["options"]["BinaryName"] == f"{nvidia_cdi.TOOLKIT_DIR}/nvidia-container-runtime", nvidia
+        assert nvidia["container_annotations"] == [f"{kindop.CDI_ANNOTATION_PREFIX}*"], nvidia
+        out = kind_cluster.docker.docker("exec", node, "sh", "-c",
+                                         f"{nvidia_cdi.TOOLKIT_DIR}/nvidia-container-runtime.real --version; "
+                                         "systemctl show containerd -p NRestarts").stdout.decode()
+        assert "version 1.17.8" in out, out
+        assert int(out.rsplit("NRestarts=", 1)[1]) >= 1, out
+    logs = kind_cluster.kubectl("logs", "-n", kindop.NAMESPACE, "-l", f"app={kindop.TOOLKIT_DS}", "--tail=-1")
+    assert "Sending SIGHUP signal to containerd" in logs and "Successfully signaled containerd" in logs, logs[-2000:]
+
+
+@pytest.mark.kind
+def test_gpu_nodes_cdi_specs_are_nvidias_and_the_probe_sees_the_devices_they_list(
         kind_cluster: KindCluster) -> None:
-    """Both CDI specs on a GPU node were written by NVIDIA's `nvidia-ctk cdi generate` v1.20.2 on the fake NVML
-    (nvidia_cdi.py), not by our plugin: nvidia.com/gpu named by index, UUID and `all` (nvidia-ctk's defaults),
-    the plugin's kind by UUID, each with NVIDIA's hooks and the driver's files; the plugin kept the spec it
-    found. A probe asking for both GPUs sees exactly the device nodes the spec lists for the names it got."""
+    """The CDI specs on a GPU node are NVIDIA's, not ours: the device plugin's kind by UUID, written at node setup
+    by `nvidia-ctk cdi generate` v1.17.8 (the CDI library device plugin v0.17.4 vendors) on the fake NVML, and the
+    management spec the operator's toolkit wrote (`management.nvidia.com/gpu=all`, every device node), each with
+    NVIDIA's hooks at the toolkit's nvidia-cdi-hook and the driver's files; the plugin kept the spec it found. A
+    probe asking for both GPUs sees exactly the device nodes the spec lists for the names it got."""
     assert kind_cluster.docker is not None
     node = sorted(kind_cluster.gpu_nodes())[0]
     uuids = fakegpu.uuids(node, kind_cluster.gpus)
-    node_spec = _node_spec(kind_cluster, node, nvidia_cdi.NODE_SPEC)
     plugin_spec = _node_spec(kind_cluster, node, nvidia_cdi.PLUGIN_SPEC)
-    assert (node_spec["kind"], plugin_spec["kind"]) == (nvidia_cdi.NODE_KIND, nvidia_cdi.PLUGIN_KIND)
-    # nvidia-ctk writes the lowest CDI version its spec needs: names starting with a digit (index) need 0.5.0.
-    assert (node_spec["cdiVersion"], plugin_spec["cdiVersion"]) == ("0.5.0", "0.3.0")
-    assert [d["name"] for d in node_spec["devices"]] == \
-        [*map(str, range(kind_cluster.gpus)), *uuids, "all"], node_spec["devices"]
+    management = _node_spec(kind_cluster, node, nvidia_cdi.MANAGEMENT_KIND.replace("/", "-") + ".yaml")
+    assert (plugin_spec["kind"], management["kind"]) == (nvidia_cdi.PLUGIN_KIND, nvidia_cdi.MANAGEMENT_KIND)
     assert [d["name"] for d in plugin_spec["devices"]] == [*uuids, "all"], plugin_spec["devices"]
-    # What only NVIDIA's generator writes: its hooks at the path the tier installs nvidia-cdi-hook, the driver's
-    # versioned library mounted and linked, the device nodes by their path on the node.
-    for spec in (node_spec, plugin_spec):
+    assert [d["name"] for d in management["devices"]] == ["all"], management["devices"]
+    assert {n["path"] for n in _spec_edits(management, "all")["deviceNodes"]} >= {
+        *(f"/dev/nvidia{i}" for i in range(kind_cluster.gpus)), "/dev/nvidiactl", "/dev/nvidia-uvm"}
+    # What only NVIDIA's generator writes: its hooks at the toolkit's nvidia-cdi-hook, the host driver's versioned
+    # library mounted, the device nodes by their path on the node.
+    for spec in (plugin_spec, management):
         edits = spec["containerEdits"]
         hooks = [h["args"][1] for h in edits["hooks"]]
         assert {h["path"] for h in edits["hooks"]} == {nvidia_cdi.HOOK_PATH}
@@ -342,8 +370,8 @@ def test_gpu_nodes_cdi_specs_are_nvidia_ctks_and_the_probe_sees_the_devices_they
         assert f"libnvidia-ml.so.{nvidia_cdi.DRIVER_VERSION}" in " ".join(m["containerPath"] for m in edits["mounts"])
         assert "NVIDIA_VISIBLE_DEVICES=void" in edits["env"]
     # The node's own /dev (--dev-root=/): the host path is the container path, which nvidia-ctk then leaves out.
-    assert [(n["path"], n.get("hostPath", n["path"]), n["major"], n.get("minor", 0))
-            for n in _spec_edits(node_spec, uuids[1])["deviceNodes"]] == [("/dev/nvidia1", "/dev/nvidia1", 195, 1)]
+    assert [(n["path"], n.get("hostPath", n["path"]))
+            for n in _spec_edits(plugin_spec, uuids[1])["deviceNodes"]] == [("/dev/nvidia1", "/dev/nvidia1")]
     logs = kind_cluster.kubectl("logs", "-n", kindop.NAMESPACE, "-l", f"app={kindop.DEVICE_PLUGIN_DS}",
                                 "--all-containers", "--tail=-1", "--prefix")
     assert f"kept the node's CDI spec \"{nvidia_cdi.CDI_DIR}/{nvidia_cdi.PLUGIN_SPEC}\"" in logs, logs[-2000:]
@@ -515,6 +543,13 @@ def test_probe_namespace_deleted_mid_run(kind_cluster: KindCluster) -> None:
     assert elapsed < 60, f"the probe took {elapsed:.0f} s to notice"
 
 
+def _healthy(layers: dict[str, str], *skip: str) -> bool:
+    """Every layer but `skip` passes; driver-toolkit may warn: NVIDIA's toolkit kills containerd (SIGHUP) from inside
+    its own pod at bring-up and, on these loaded cores, often restarts a few times before one start outlives the
+    restart it causes (cluster.py); DRV-003 warns on those restarts, a true observation and no failure."""
+    return all(v == "pass" or (k == "driver-toolkit" and v == "warn") for k, v in layers.items() if k not in skip)
+
+
 def _summary(report_dir: Path) -> dict[str, Any]:
     """What two runs of the suite on one cluster must agree on (not messages: they name the probe's pods)."""
     data = json.loads((report_dir / "conformance.json").read_text())
@@ -571,8 +606,7 @@ def test_a_node_whose_driver_is_gone_is_named_at_its_driver_layer(kind_cluster: 
     assert layers["operator"] == "warn" and {layers[k] for k in ("nfd", "deploy-labels")} == {"pass"}, layers
     assert ("OPR-003", "warn", []) in summary["checks"]
     ok_layers, ok_root = summary["nodes"][healthy]
-    assert ok_root is None and {k: v for k, v in ok_layers.items() if k != "operator"} == \
-        dict.fromkeys(("nfd", "deploy-labels", "driver-toolkit", "device-plugin", "probe"), "pass"), ok_layers
+    assert ok_root is None and _healthy(ok_layers, "operator"), ok_layers
     assert summary["probed"] == [healthy]
 
 
@@ -603,10 +637,9 @@ def test_a_node_whose_default_runtime_is_not_nvidia_fails_only_at_the_probe(kind
     assert rc == 1 and summary["cluster_blocker"] is None
     layers, root = summary["nodes"][broken]
     assert root is not None and root["layer"] == "probe", root
-    assert {k: v for k, v in layers.items() if k != "probe"} == \
-        dict.fromkeys(("operator", "nfd", "deploy-labels", "driver-toolkit", "device-plugin"), "pass"), layers
+    assert _healthy(layers, "probe"), layers
     assert root["check"] in ("PRB-003", "PRB-004"), root
-    assert set(summary["nodes"][healthy][0].values()) == {"pass"} and summary["nodes"][healthy][1] is None
+    assert _healthy(summary["nodes"][healthy][0]) and summary["nodes"][healthy][1] is None
 
 
 def _root_of(summary: dict[str, Any], node: str) -> dict[str, Any]:
@@ -617,7 +650,7 @@ def _root_of(summary: dict[str, Any], node: str) -> dict[str, Any]:
 
 def _passes_everywhere(summary: dict[str, Any], node: str) -> None:
     layers, root = summary["nodes"][node]
-    assert root is None and set(layers.values()) == {"pass"}, (layers, root)
+    assert root is None and _healthy(layers), (layers, root)
 
 
 @pytest.mark.kind
@@ -641,8 +674,7 @@ def test_a_node_whose_plugin_cdi_spec_is_gone_fails_at_the_probe_in_the_runtimes
     assert rc == 1 and summary["cluster_blocker"] is None, summary["cluster_blocker"]
     layers, root = summary["nodes"][broken]
     assert root is not None and root["layer"] == "probe" and root["check"] == "PRB-002", root
-    assert {k: v for k, v in layers.items() if k != "probe"} == \
-        dict.fromkeys(("operator", "nfd", "deploy-labels", "driver-toolkit", "device-plugin"), "pass"), layers
+    assert _healthy(layers, "probe"), layers
     # NVIDIA's runtime (the CDI library it vendors) in its own words, and what the suite makes of them.
     assert "unresolvable CDI devices" in root["message"] and "CDI spec is missing or stale" in root["message"], root
     _passes_everywhere(summary, healthy)
@@ -670,77 +702,105 @@ def _set_plugin_env(cluster: KindCluster, env: list[dict[str, str]] | None, stra
 
 
 @pytest.mark.kind
-def test_device_plugin_on_envvar_while_cdi_is_on_is_named_by_the_cdi_checks(kind_cluster: KindCluster,
-                                                                            tmp_path: Path) -> None:
+def test_device_plugin_on_envvar_while_cdi_is_on_fails_every_probe_at_the_runtime(kind_cluster: KindCluster,
+                                                                                   tmp_path: Path) -> None:
     """The device plugin switched to envvar-only the way a user does it: ClusterPolicy devicePlugin.env
     DEVICE_LIST_STRATEGY=envvar, which operator v25.3.4 applies after its own CDI settings (TransformDevicePlugin
     sets the user's env last) and rolls out. CDI stays on in the ClusterPolicy, but the plugin no longer hands out
-    its CDI devices (no nvidia.cdi.k8s.io/ annotation, its spec no longer consulted).
+    its CDI devices (no nvidia.cdi.k8s.io/ annotation), only NVIDIA_VISIBLE_DEVICES=GPU-....
 
-    What NVIDIA's runtime makes of it decides the verdict: in CDI mode (the toolkit's setting with cdi.default)
-    nvidia-container-runtime v1.20 turns NVIDIA_VISIBLE_DEVICES entries into CDI names of its default kind
-    nvidia.com/gpu (internal/modifier/cdi.go, cdiDeviceRequestor), and before v25.10 it is containerd's default
-    runtime, so every probe still gets its GPU as CDI devices, from the node's nvidia.com/gpu spec instead of the
-    plugin's. The suite must say so: DPL-007 warns about the inconsistency, nothing blocks, every GPU node is probed
-    and the run is CONFORMANT. (With the runtime not the default, v25.10+, the same plugin leaves an ordinary pod
-    with no GPU: DPL-007 fails there, tests/test_checks_device_plugin.py.)"""
+    What NVIDIA's runtime makes of it decides the verdict: in CDI mode it reads the variable's IDs as CDI devices of
+    its default kind (internal/modifier/cdi.go getDevicesFromSpec), and the operator's toolkit sets that kind to
+    management.nvidia.com/gpu, whose only spec (the toolkit's management spec) lists `all`. So every GPU container
+    is refused ("unresolvable CDI devices management.nvidia.com/gpu=GPU-..."). The suite must say so: DPL-007 fails
+    naming the toolkit's default kind, a cluster-wide cause that stops every node (no probe is sent into it); the
+    suite's own probe, sent anyway, fails at PRB-002 in the runtime's words. (A toolkit on the host, default kind
+    nvidia.com/gpu with `nvidia-ctk cdi generate`'s node spec, would still inject the GPU: DPL-007 warns there,
+    tests/test_checks_device_plugin.py.)"""
     assert kind_cluster.docker is not None
     before = json.loads(kind_cluster.kubectl("get", "clusterpolicies.nvidia.com", "-o", "json"))["items"][0]
     original = before["spec"].get("devicePlugin", {}).get("env")
     node = sorted(kind_cluster.gpu_nodes())[0]
-    runtime_log = "/var/log/nvidia-container-runtime.log"
     _set_plugin_env(kind_cluster, [{"name": "DEVICE_LIST_STRATEGY", "value": "envvar"}], "envvar")
     try:
         rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
-        seen = len(kind_cluster.docker.docker("exec", node, "cat", runtime_log).stdout)
+        seen = len(kind_cluster.docker.docker("exec", node, "cat", kindop.RUNTIME_LOG).stdout)
         probe = _probe(kind_cluster, node)
-        log = kind_cluster.docker.docker("exec", node, "cat", runtime_log).stdout[seen:].decode()
+        log = kind_cluster.docker.docker("exec", node, "cat", kindop.RUNTIME_LOG).stdout[seen:].decode()
     finally:
         _set_plugin_env(kind_cluster, original, "envvar,cdi-annotations")
-    assert rc == 0 and summary["verdict"] == "CONFORMANT", summary
-    assert summary["cluster_blocker"] is None, summary["cluster_blocker"]
-    assert ("DPL-007", "warn", []) in summary["checks"], summary["checks"]
-    for name in kind_cluster.gpu_nodes():
-        layers, root = summary["nodes"][name]
-        assert root is None and layers["probe"] == "pass", layers
-    assert summary["probed"] == sorted(kind_cluster.gpu_nodes())
-    # The probe on its own: the GPU still arrives by CDI, resolved from the variable under the runtime's default
-    # kind, not from the plugin's annotation.
-    prb4 = next(f for f in probe.findings if f.check_id == "PRB-004")
-    assert prb4.status == Status.PASS and "NVIDIA_VISIBLE_DEVICES=void" in prb4.message, prb4.message
-    assert f"{fakegpu.CDI_KIND}=GPU-" in log and f"{fakegpu.PLUGIN_CDI_KIND}=" not in log, log[-2000:]
+    assert rc == 1 and summary["verdict"] == "NOT CONFORMANT", summary
+    blocker = summary["cluster_blocker"]
+    assert blocker is not None and (blocker["layer"], blocker["check"]) == ("device-plugin", "DPL-007"), blocker
+    assert "unresolvable CDI devices management.nvidia.com/gpu=GPU-" in blocker["message"], blocker
+    assert summary["probed"] == []
+    prb2 = next(f for f in probe.findings if f.check_id == "PRB-002")
+    assert prb2.status == Status.FAIL, prb2.message
+    assert "unresolvable CDI devices management.nvidia.com/gpu=GPU-" in prb2.message, prb2.message
+    assert "default kind management.nvidia.com/gpu" in prb2.message, prb2.message
+    assert f"{nvidia_cdi.MANAGEMENT_KIND}=GPU-" in log and f"{fakegpu.PLUGIN_CDI_KIND}=" not in log, log[-2000:]
 
 
-# Another tool's containerd config laid over the toolkit's (the field note's story): the `nvidia` runtime entry
-# dropped and the default back to runc. awk drops every [..runtimes.nvidia..] table up to the next other table.
-_DROP_NVIDIA_HANDLER = (
-    "cp /etc/containerd/config.toml /root/containerd-config.toml.orig && "
-    "awk '/^[[:space:]]*\\[/ { skip = ($0 ~ /runtimes[.]nvidia/) } !skip' /root/containerd-config.toml.orig "
-    "| sed 's/default_runtime_name = \"nvidia\"/default_runtime_name = \"runc\"/' > /etc/containerd/config.toml && "
-    "systemctl restart containerd")
 _RESTORE_CONTAINERD = ("mv /root/containerd-config.toml.orig /etc/containerd/config.toml && "
                        "systemctl restart containerd")
+# A later drop-in with a CRI runtime section of its own (runc only, default runc), as another tool would leave it.
+_OTHER_DROP_IN = """version = 3
+[plugins.'io.containerd.cri.v1.runtime'.containerd]
+  default_runtime_name = 'runc'
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+    runtime_type = 'io.containerd.runc.v2'
+"""
+
+
+def _provisioned_containerd_config(cluster: KindCluster, node: str) -> str:
+    """The containerd config the node had before the toolkit came: the node image's (kind/node), with the pause
+    image the running config pins."""
+    pause = _containerd_config(cluster, node)["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"]
+    return (Path(__file__).resolve().parents[1] / "kind/node/containerd-config.toml").read_text() \
+        .replace("@PAUSE_IMAGE@", pause)
 
 
 @pytest.mark.kind
-def test_a_node_whose_containerd_lost_the_nvidia_handler_is_named_at_driver_toolkit(kind_cluster: KindCluster,
-                                                                                     tmp_path: Path) -> None:
-    """The field note's story: on one worker a containerd config written by something else replaces the one the
-    toolkit set up, so containerd has no `nvidia` runtime handler (and runc as default). After the operator's
-    pods there restart (as after a reboot), every pod naming RuntimeClass nvidia (the validator, the device
-    plugin) gets no sandbox: "no runtime for \"nvidia\" is configured". The suite must name that node at
-    driver-toolkit (DRV-006) and pass the other; putting the config back heals the node."""
+def test_a_node_whose_containerd_config_was_rewritten_without_the_toolkits_runtime_is_named_at_driver_toolkit(
+        kind_cluster: KindCluster, tmp_path: Path) -> None:
+    """The field note's story ("another containerd config replaces the CRI section the toolkit wrote") as it
+    happens on containerd v2.4.2 with the operator's toolkit v1.17.8, which writes its runtime into config.toml
+    itself (from `containerd config dump`; no drop-in at that release):
+
+    * a later drop-in (containerd v2 imports /etc/containerd/conf.d/*.toml by default) cannot take the `nvidia`
+      runtime away: containerd v2 merges plugin sections key by key, so only the keys it sets (default_runtime_name)
+      change. Checked here with `containerd config dump`, then the drop-in removed;
+    * what does take it away is config.toml rewritten by another tool, here back to the node's provisioned config,
+      and containerd restarted. The pods already running keep running; once the operator's pods on that node are
+      recreated (as after a reboot or an upgrade), every pod naming RuntimeClass nvidia (the validator, the device
+      plugin) gets no sandbox: "no runtime for \"nvidia\" is configured".
+
+    The suite must name that node at driver-toolkit (DRV-006) and pass the other; putting the config back heals it."""
     assert kind_cluster.docker is not None
     broken, healthy = sorted(kind_cluster.gpu_nodes())
+    drop_in = "/etc/containerd/conf.d/99-other.toml"
+    kind_cluster.docker.docker("exec", "-i", broken, "sh", "-ec", f"mkdir -p /etc/containerd/conf.d && cat > {drop_in}",
+                               input=_OTHER_DROP_IN.encode())
+    try:
+        merged = _containerd_config(kind_cluster, broken)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]
+    finally:
+        kind_cluster.docker.docker("exec", broken, "rm", "-f", drop_in)
+    assert merged["default_runtime_name"] == "runc" and "nvidia" in merged["runtimes"], merged
 
     def restart_operands() -> None:
         for app in ("nvidia-operator-validator", kindop.DEVICE_PLUGIN_DS):
             kind_cluster.kubectl("delete", "pods", "-n", kindop.NAMESPACE, "-l", f"app={app}",
                                  "--field-selector", f"spec.nodeName={broken}", "--wait")
 
-    kind_cluster.docker.docker("exec", broken, "sh", "-ec", _DROP_NVIDIA_HANDLER)
+    provisioned = _provisioned_containerd_config(kind_cluster, broken)
+    kind_cluster.docker.docker("exec", "-i", broken, "sh", "-ec",
+                               "cp /etc/containerd/config.toml /root/containerd-config.toml.orig && "
+                               "cat > /etc/containerd/config.toml && systemctl restart containerd",
+                               input=provisioned.encode())
     try:
         kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{broken}", "--timeout=120s")
+        assert "nvidia" not in _containerd_config(kind_cluster, broken)["plugins"]["io.containerd.cri.v1.runtime"][
+            "containerd"]["runtimes"]
         restart_operands()
         deadline = time.monotonic() + 120
         while _policy_state(kind_cluster) != "notReady" and time.monotonic() < deadline:
@@ -757,13 +817,12 @@ def test_a_node_whose_containerd_lost_the_nvidia_handler_is_named_at_driver_tool
     assert root["layer"] == "driver-toolkit" and root["check"] == "DRV-006", root
     assert 'no runtime for "nvidia" is configured' in root["message"], root
     ok_layers, ok_root = summary["nodes"][healthy]
-    assert ok_root is None and {k: v for k, v in ok_layers.items() if k != "operator"} == \
-        dict.fromkeys(("nfd", "deploy-labels", "driver-toolkit", "device-plugin", "probe"), "pass"), ok_layers
+    assert ok_root is None and _healthy(ok_layers, "operator"), ok_layers
     assert summary["probed"] == [healthy]
 
 
 # The other override of the field note's story: containerd's config keeps the `nvidia` runtime but loses the line
-# nvidia-ctk-installer adds to it (container_annotations), so containerd stops passing the plugin's annotation.
+# the toolkit adds to it (container_annotations), so containerd stops passing the plugin's annotation.
 _DROP_ANNOTATION_PASSTHROUGH = (
     "cp /etc/containerd/config.toml /root/containerd-config.toml.orig && "
     "grep -v container_annotations /root/containerd-config.toml.orig > /etc/containerd/config.toml && "
@@ -771,35 +830,41 @@ _DROP_ANNOTATION_PASSTHROUGH = (
 
 
 @pytest.mark.kind
-def test_containerd_without_the_annotation_passthrough_still_gives_the_gpu_by_cdi(kind_cluster: KindCluster,
-                                                                                   tmp_path: Path) -> None:
+def test_containerd_without_the_annotation_passthrough_fails_the_probe_at_the_runtime(kind_cluster: KindCluster,
+                                                                                      tmp_path: Path) -> None:
     """containerd's `nvidia` runtime entry without `container_annotations` on one worker: containerd hands the
-    runtime no nvidia.cdi.k8s.io/ annotation. This is no fault a pod feels at v25.3.4 and the suite must not invent
-    one: NVIDIA's runtime in CDI mode falls back to NVIDIA_VISIBLE_DEVICES (which the plugin sets beside its
-    annotation, DEVICE_LIST_STRATEGY=envvar,cdi-annotations) under its default kind nvidia.com/gpu and injects the
-    same GPUs from the node's spec. The suite stays CONFORMANT; the runtime's log shows the fallback. Restored, the
-    probe gets the plugin's CDI devices again (the other faults' undo included)."""
+    runtime no nvidia.cdi.k8s.io/ annotation. NVIDIA's runtime in CDI mode then falls back to NVIDIA_VISIBLE_DEVICES
+    (which the plugin sets beside its annotation, DEVICE_LIST_STRATEGY=envvar,cdi-annotations) under its default
+    kind, management.nvidia.com/gpu as the operator's toolkit sets it, which no spec lists by GPU: the probe
+    container is refused there. Everything the API shows stays healthy. The suite must name that node at the probe
+    (PRB-002, the runtime's words and the default kind) and pass the other; restored, the probe gets the plugin's
+    CDI devices again."""
     assert kind_cluster.docker is not None
-    node = sorted(kind_cluster.gpu_nodes())[0]
-    runtime_log = "/var/log/nvidia-container-runtime.log"
+    broken, healthy = sorted(kind_cluster.gpu_nodes())
 
     def log_since(seen: int) -> str:
-        return kind_cluster.docker.docker("exec", node, "cat", runtime_log).stdout[seen:].decode()  # type: ignore[union-attr]
+        return kind_cluster.docker.docker("exec", broken, "cat", kindop.RUNTIME_LOG).stdout[seen:].decode()  # type: ignore[union-attr]
 
-    kind_cluster.docker.docker("exec", node, "sh", "-ec", _DROP_ANNOTATION_PASSTHROUGH)
+    kind_cluster.docker.docker("exec", broken, "sh", "-ec", _DROP_ANNOTATION_PASSTHROUGH)
     try:
-        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{node}", "--timeout=120s")
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{broken}", "--timeout=120s")
         seen = len(log_since(0))
         rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
         during = log_since(seen)
     finally:
-        kind_cluster.docker.docker("exec", node, "sh", "-ec", _RESTORE_CONTAINERD, check=False)
-        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{node}", "--timeout=120s")
-    assert rc == 0 and summary["verdict"] == "CONFORMANT", summary
-    assert summary["probed"] == sorted(kind_cluster.gpu_nodes())
-    assert f"{fakegpu.CDI_KIND}=GPU-" in during and f"{fakegpu.PLUGIN_CDI_KIND}=" not in during, during[-2000:]
+        kind_cluster.docker.docker("exec", broken, "sh", "-ec", _RESTORE_CONTAINERD, check=False)
+        kind_cluster.kubectl("wait", "--for=condition=Ready", f"node/{broken}", "--timeout=120s")
+    assert rc == 1 and summary["cluster_blocker"] is None, summary
+    root = _root_of(summary, broken)
+    assert root["layer"] == "probe" and root["check"] == "PRB-002", root
+    assert "unresolvable CDI devices management.nvidia.com/gpu=GPU-" in root["message"], root
+    assert "did not reach the runtime" in root["message"], root
+    _passes_everywhere(summary, healthy)
+    assert summary["probed"] == [healthy]
+    assert f"{nvidia_cdi.MANAGEMENT_KIND}=GPU-" in during, during[-2000:]
+    assert f"{fakegpu.PLUGIN_CDI_KIND}=" not in during, during[-2000:]
     seen = len(log_since(0))
-    run = _probe(kind_cluster, node)
+    run = _probe(kind_cluster, broken)
     prb4 = next(f for f in run.findings if f.check_id == "PRB-004")
     assert prb4.status == Status.PASS, prb4.message
     assert f"{fakegpu.PLUGIN_CDI_KIND}=GPU-" in log_since(seen)
@@ -845,20 +910,26 @@ OLD_DRIVER = "418.226.00"
 def test_a_node_whose_driver_is_too_old_for_cuda_fails_at_the_cuda_validation(kind_cluster: KindCluster,
                                                                              tmp_path: Path) -> None:
     """The validator's CUDA stage failing on one worker: its driver replaced by one older than the CUDA runtime of
-    the validator's vectorAdd accepts (driver root, NVML library and CDI specs regenerated for 418.226.00), and the
-    validator restarted, as after the driver change. nvidia-smi still works, so the driver and toolkit stages pass;
-    the CUDA workload pod's vectorAdd fails as CUDA's sample does. NVIDIA's validator then polls that pod for phase
+    the validator's vectorAdd accepts (the host driver's libraries and the plugin's CDI spec for 418.226.00, the
+    toolkit restarted to regenerate its management spec), and the validator restarted, as after the driver change.
+    nvidia-smi still works, so the driver and toolkit stages pass; the CUDA workload pod's vectorAdd fails as CUDA's
+    sample does. NVIDIA's validator then polls that pod for phase
     Succeeded; its restartPolicy OnFailure keeps it Pending with the init container restarting. The suite must name
     the node at driver-toolkit by DRV-005, quoting vectorAdd, and pass the other node."""
     assert kind_cluster.docker is not None
     broken, healthy = sorted(kind_cluster.gpu_nodes())
     table = fakegpu.gpu_table(broken, kind_cluster.gpus, fakegpu.default_product())
-    lib_dir = f"{kindop.DRIVER_ROOT}/{fakenvml.LIB_DIR}"
 
     def install_driver(version: str) -> None:
-        script = (f"rm -f {lib_dir}/libnvidia-ml.so.*.*\n"
-                  + nvidia_cdi.node_setup_script(table, kindop.DRIVER_ROOT, version))
+        # The host driver replaced (its libraries under the new version, the plugin's spec regenerated), then the
+        # operator's toolkit restarted there, as after a driver change: its management spec names the driver's
+        # files by version, and only the toolkit writes it.
+        script = nvidia_cdi.node_setup_script(table, kindop.DRIVER_ROOT, driver_version=version)
         kind_cluster.docker.docker("exec", broken, "sh", "-ec", script)  # type: ignore[union-attr]
+        kind_cluster.kubectl("delete", "pods", "-n", kindop.NAMESPACE, "-l", f"app={kindop.TOOLKIT_DS}",
+                             "--field-selector", f"spec.nodeName={broken}", "--wait")
+        kind_cluster.kubectl("rollout", "status", "-n", kindop.NAMESPACE, f"daemonset/{kindop.TOOLKIT_DS}",
+                             "--timeout=400s")
 
     def restart_validator() -> None:
         kind_cluster.kubectl("delete", "pods", "-n", kindop.NAMESPACE, "-l", "app=nvidia-operator-validator",
@@ -927,7 +998,7 @@ def test_suite_image_as_a_job_equals_a_run_from_outside(kind_cluster: KindCluste
         (summary["verdict"], [c for c in summary["checks"] if c[1] == "fail"])
     gpu = kind_cluster.gpu_nodes()
     assert summary["probed"] == sorted(gpu)
-    assert all(set(summary["nodes"][n][0].values()) == {"pass"} for n in gpu), summary["nodes"]
+    assert all(_healthy(summary["nodes"][n][0]) for n in gpu), summary["nodes"]
 
 
 @pytest.mark.kind
@@ -963,6 +1034,15 @@ def test_nightly_cronjob_reports_a_fault_between_two_nights_as_a_regression(kind
         assert first.exit_code == 0, first.log[-3000:]
         assert "no earlier night to compare with" in first.log
         kind_cluster.kubectl("delete", "clusterpolicies.nvidia.com", "--all", "--wait")
+        # The operator withdraws its operands; the toolkit's pods, stopped, take the nvidia runtime back out of
+        # containerd's config and restart containerd (the installer's cleanup), which kills a container starting at
+        # that moment: night 2 starts once they are gone and the nodes are Ready again.
+        deadline = time.monotonic() + 180
+        while kind_cluster.kubectl("get", "pods", "-n", kindop.NAMESPACE, "-l", f"app={kindop.TOOLKIT_DS}",
+                                   "-o", "name").strip():
+            assert time.monotonic() < deadline, "the toolkit's pods did not go"
+            time.sleep(2)
+        kind_cluster.kubectl("wait", "--for=condition=Ready", "nodes", "--all", "--timeout=120s")
         second = nightly.run("night-2")
         out = nightly.copy_reports(tmp_path / "reports")
     finally:

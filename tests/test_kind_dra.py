@@ -44,7 +44,8 @@ def test_the_dra_driver_is_installed_under_the_charts_names() -> None:
 
 def test_kind_config_mounts_the_dra_plugin_into_every_node(tmp_path: Path) -> None:
     c = KindCluster(work=tmp_path, gpu_path="cdi", dra=True)
-    c.image, c.nvidia_runtime, c.dra_plugin = "example.local/node:1", tmp_path / "rt", tmp_path / "plugin"
+    c.image, c.dra_plugin = "example.local/node:1", tmp_path / "plugin"
+    c.nvidia_ctk, c.fake_nvml = tmp_path / "nvidia-ctk", tmp_path / "libnvidia-ml.so.1"
     config = yaml.safe_load(c._write_config(tmp_path).read_text())
     for node in config["nodes"]:
         assert {"hostPath": str(tmp_path / "plugin"), "containerPath": dra_driver.NODE_PATH,

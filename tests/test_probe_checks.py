@@ -239,6 +239,20 @@ def test_create_container_error_is_settled_at_once_and_judged_with_its_message()
 
 
 
+@pytest.mark.parametrize(("device", "cause"), [
+    ("k8s.device-plugin.nvidia.com/gpu=GPU-1", "the CDI spec is missing or stale (the device plugin writes it"),
+    ("management.nvidia.com/gpu=GPU-1", "default kind management.nvidia.com/gpu"),
+])
+def test_an_unresolvable_cdi_device_names_who_should_have_written_its_spec(device: str, cause: str) -> None:
+    """The runtime's words name the device; its kind says whose spec is missing: the plugin's own kind (its spec,
+    written by the plugin at start, gone or stale), or the NVIDIA runtime's default kind (what the runtime makes of
+    NVIDIA_VISIBLE_DEVICES when the plugin's CDI annotation never reached it: the kind tier's operator v25.3.4 with
+    its toolkit, tests/test_kind.py)."""
+    msg = f"failed to inject CDI devices: unresolvable CDI devices {device}"
+    fs = by_id(*observed(pod=_pod(N1, "Pending", {"reason": "CreateContainerError", "message": msg})))
+    assert fs["PRB-002"].status == Status.FAIL and msg in fs["PRB-002"].message and cause in fs["PRB-002"].message
+
+
 def test_a_pod_the_kubelet_rejected_at_admission_is_a_failure_in_its_words() -> None:
     """A probe pod the kubelet refused (its GPUs still held by a pod it is tearing down): Failed with the kubelet's
     reason, never a wait for --probe-timeout."""

@@ -621,6 +621,22 @@ def mig_config_applied(inp: CheckInput, node: str) -> Finding:
 
 
 # ---- cluster-wide checks -----------------------------------------------------------------------------------
+# The CDI kind of `nvidia-ctk cdi generate`'s node spec, and the NVIDIA runtime's own default-kind default.
+NODE_CDI_KIND = "nvidia.com/gpu"
+
+
+def toolkit_default_kind(snapshot: ClusterSnapshot) -> str | None:
+    """The default CDI kind the operator's toolkit gives NVIDIA's runtime (its DaemonSet's
+    NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND, the runtime's own default when unset); None without a toolkit
+    DaemonSet (a toolkit on the host, whose setting the cluster does not show)."""
+    ds = snapshot.daemonset(ops.TOOLKIT.daemonset)
+    if ds is None:
+        return None
+    containers = ds.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+    env = {e.get("name"): e.get("value") for c in containers for e in c.get("env") or []}
+    return str(env.get("NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND") or NODE_CDI_KIND)
+
+
 @check("DPL-007", L, "CDI mode consistent and as expected",
        hint=HINT_CDI,
        kubectl="kubectl get clusterpolicy -o jsonpath='{.items[0].spec.cdi}' ; kubectl -n {ns} get ds "
@@ -666,12 +682,25 @@ def cdi_mode(inp: CheckInput) -> list[Finding]:
         if versions.since(versions.CDI_DEFAULT_ON, version) is False:
             # Before v25.10 the toolkit makes `nvidia` containerd's default runtime, and in CDI mode
             # nvidia-container-runtime reads NVIDIA_VISIBLE_DEVICES entries as CDI devices of its default kind
-            # nvidia.com/gpu (nvidia-container-toolkit internal/modifier/cdi.go): a pod still gets its GPU through
-            # CDI, from the node's spec instead of the plugin's. Seen on the kind tier with the real operator v25.3.4
-            # and runtime v1.20: an inconsistency to fix, not a node without GPUs (the probe proves it either way).
-            return [Finding(Status.WARN, f"{mismatch}: GPUs still reach pods through the nvidia runtime, the "
-                            f"default runtime before v25.10, which in CDI mode resolves the variable's GPU IDs as "
-                            f"nvidia.com/gpu CDI devices; the plugin's own CDI devices go unused (operator {vtext})",
+            # (nvidia-container-toolkit internal/modifier/cdi.go getDevicesFromSpec). Which kind decides it.
+            kind = toolkit_default_kind(snapshot)
+            if kind is not None and kind != NODE_CDI_KIND:
+                # The operator's toolkit sets management.nvidia.com/gpu (assets/state-container-toolkit), whose only
+                # spec is its own management spec with the one device `all`: the GPU IDs resolve to nothing and
+                # the runtime refuses the container. Seen on the kind tier with the operator's toolkit v1.17.8.
+                ev["observed"]["toolkit default CDI kind"] = kind
+                return fail(f"{mismatch}: the nvidia runtime, the default runtime before v25.10, then reads the "
+                            f"variable's GPU IDs as CDI devices of its default kind {kind} (the toolkit "
+                            f"DaemonSet's NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND), which no spec lists "
+                            f"(the toolkit's management spec has only `{kind}=all`): GPU containers fail to start "
+                            f"with \"unresolvable CDI devices {kind}=GPU-…\" (operator {vtext})")
+            # A toolkit installed on the host (toolkit.enabled=false) defaults to nvidia.com/gpu, the kind of the
+            # spec `nvidia-ctk cdi generate` writes there: a pod still gets its GPU through CDI, from the node's spec
+            # instead of the plugin's. An inconsistency to fix, not a node without GPUs (the probe proves it).
+            return [Finding(Status.WARN, f"{mismatch}: with the host's toolkit (no toolkit DaemonSet) GPUs still "
+                            f"reach pods through the nvidia runtime, the default runtime before v25.10, which in CDI "
+                            f"mode resolves the variable's GPU IDs as {NODE_CDI_KIND} CDI devices from the node's "
+                            f"spec; the plugin's own CDI devices go unused (operator {vtext})",
                             evidence=ev, kubectl=cmd)]
         return fail(f"{mismatch}, {no_gpu}")
     if plugin_cdi and not policy_cdi:

@@ -206,6 +206,33 @@ def _claim_unschedulable_message(snap: ClusterSnapshot, obs: ProbeObservations, 
     return f"probe Pending on {node}: {text}{state}"
 
 
+# The CDI kinds of the device plugin's own spec (vendor k8s.device-plugin.nvidia.com, which it writes at start) and
+# of the DRA driver's; any other kind in an unresolvable name is the NVIDIA runtime's default kind, under which it
+# reads NVIDIA_VISIBLE_DEVICES when no CDI annotation reaches it (nvidia-container-toolkit modifier/cdi.go).
+PLUGIN_CDI_VENDOR = "k8s.device-plugin.nvidia.com/"
+DRA_CDI_VENDORS = ("k8s.gpu.nvidia.com/", "gpu.nvidia.com/")
+# The kind the operator's toolkit gives NVIDIA's runtime as its default (assets/state-container-toolkit).
+MANAGEMENT_CDI_KIND = "management.nvidia.com/gpu"
+
+
+def _unresolvable_cdi_cause(message: str, path: ProbePath) -> str:
+    """Who should have written the CDI spec a refused probe container names, from the device names the runtime
+    quotes ("unresolvable CDI devices <kind>=<id>, ...")."""
+    if path != ProbePath.DEVICE_PLUGIN:
+        return ("the DRA driver prepared a CDI device for the claim that no CDI spec on the node resolves: the spec "
+                "its kubelet plugin writes is missing or stale")
+    names = [w.rstrip(",;:") for w in message.split("unresolvable CDI devices", 1)[-1].split() if "=" in w]
+    other = sorted({n.split("=", 1)[0] for n in names if not n.startswith((PLUGIN_CDI_VENDOR, *DRA_CDI_VENDORS))})
+    if names and other:
+        management = " (the toolkit's management spec has only `all`)" if MANAGEMENT_CDI_KIND in other else ""
+        return (f"NVIDIA's runtime read NVIDIA_VISIBLE_DEVICES as CDI devices of its default kind {', '.join(other)}, "
+                f"which no spec on the node resolves{management}: the device plugin's CDI annotation did not reach "
+                "the runtime (containerd's `nvidia` runtime without container_annotations for it, or the plugin not "
+                "on a CDI strategy)")
+    return ("the device plugin allocated a CDI device that no CDI spec on the node resolves: the CDI spec is missing "
+            "or stale (the device plugin writes it at start: restarting its pod rewrites it)")
+
+
 @check("PRB-002", L, "the probe container starts",
        hint="Pass --probe-image with an image your nodes can pull (a mirror of a CUDA base image). A container "
             "the runtime cannot create (e.g. 'unresolvable CDI devices') points at the toolkit's CDI specs or "
@@ -232,11 +259,8 @@ def probe_started(inp: CheckInput, obs: ProbeObservations) -> list[Finding]:
             continue
         start = start_failure(pod, p.events)
         if start:
-            writer = ("the DRA driver prepared a CDI device for the claim that no CDI spec on the node resolves: "
-                      "the spec its kubelet plugin writes is missing or stale" if p.path != ProbePath.DEVICE_PLUGIN
-                      else "the device plugin allocated a CDI device that no CDI spec on the node resolves: the CDI "
-                      "spec is missing or stale (the toolkit writes it)")
-            cdi = f" — {writer}" if "cdi" in str(start["message"]).lower() else ""
+            cdi = f" — {_unresolvable_cdi_cause(str(start['message']), p.path)}" \
+                if "cdi" in str(start["message"]).lower() else ""
             f.append(Finding(Status.FAIL,
                              f"the runtime could not start the probe container ({start['reason']}): "
                              f"{start['message']}".rstrip(": ") + cdi,

@@ -8,15 +8,15 @@ Lifecycle (KindCluster.start / stop):
    `kind` and `kubectl` on PATH and inherits the process environment, so both are set for the cluster's lifetime);
 4. networking: disableDefaultCNI, then per node a bridge CNI config for its podCIDR (Debian's plugins, in the node
    image) and routes to the other nodes' pod subnets over the kind network: what kindnetd does, minus its image;
-5. the GPU workers as with a preinstalled driver and toolkit: the fake driver and its CDI specs written on each
-   (on the CDI path by NVIDIA's `nvidia-ctk cdi generate` on the fake NVML, with NVIDIA's nvidia-cdi-hook on
-   every node for the spec's hooks: nvidia_cdi.py; on the legacy path by the fake plugin's --setup-only),
-   containerd's default runtime `nvidia`
-   (kind/cluster.yaml): on the CDI path (the default, operator.gpu_path) NVIDIA's nvidia-container-runtime
-   v1.20.2 in CDI mode with the toolkit's config.toml, on the legacy path the fake legacy-mode runtime; NFD's
-   PCI label;
-6. the real GPU Operator v25.3.4 with its operand images' stand-ins (operator.py): it deploys the validator and
-   the device plugin, and the workers advertise nvidia.com/gpu; the tier waits for the ClusterPolicy's Ready.
+5. the GPU workers as with a preinstalled driver: on the CDI path (the default, operator.gpu_path) the fake host
+   driver under the node's root and the device plugin's CDI spec by NVIDIA's `nvidia-ctk cdi generate` on the
+   fake NVML (nvidia_cdi.py); on the legacy path the fake driver by the fake plugin's --setup-only and containerd's
+   default runtime `nvidia`, the fake legacy-mode runtime (operator.legacy_runtime_patch); NFD's PCI label;
+6. the real GPU Operator v25.3.4 with its operand images (operator.py): on the CDI path its toolkit DaemonSet runs
+   NVIDIA's installer v1.17.8 (toolkit_image.py), which installs the runtime, writes containerd's config and the
+   management CDI spec and restarts containerd (SIGHUP: containerd v2 has no handler for it and exits; kind's
+   systemd unit restarts it, Restart=always); it deploys the validator and the device plugin, and the workers
+   advertise nvidia.com/gpu; the tier waits for the ClusterPolicy's Ready.
    With `dra=True` the device plugin is off and our fake DRA kubelet plugin runs as NVIDIA's DRA driver chart
    runs its own (dra_driver.py): the workers publish their GPUs as ResourceSlices instead.
 stop deletes the cluster (kind removes its containers) and stops our dockerd by PID.
@@ -43,7 +43,7 @@ from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
 from gpu_conformance.errors import ConformanceError
-from gpu_conformance.gotools import NVIDIA_CDI_HOOK, NVIDIA_CONTAINER_RUNTIME, NVIDIA_CTK, ensure_tool
+from gpu_conformance.gotools import TOOLKIT_CTK, TOOLKIT_TOOLS, ensure_tool
 from gpu_conformance.sim.builds import node_binaries as nodebin
 from gpu_conformance.sim.builds import operator_module
 from gpu_conformance.sim.fakegpu import nvml as fakenvml
@@ -59,11 +59,11 @@ IMAGE_ENV = "GPU_CONFORMANCE_KIND_IMAGE"
 GPU_LABEL = "gpu-conformance.kind/fake-gpu"
 GPUS_PER_NODE = 2
 CNI_CONFIG = "/etc/cni/net.d/10-gpu-conformance-bridge.conflist"
-# Fake-GPU binaries mounted into every node: built file -> path on the node.
-NODE_BINARIES = {"fake-nvidia-container-runtime": "/usr/local/bin/nvidia-container-runtime",
+# Fake-GPU binaries mounted into every node: built file -> path on the node (the fake runtime on the legacy path
+# only: on the CDI path the operator's toolkit installs NVIDIA's).
+NODE_BINARIES = {"fake-nvidia-container-runtime": kindop.LEGACY_RUNTIME,
                  "fake-gpu-device-plugin": "/usr/local/bin/fake-gpu-device-plugin"}
 RUNTIME_BINARY = NODE_BINARIES["fake-nvidia-container-runtime"]
-RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 
 
 class KindError(ConformanceError):
@@ -102,11 +102,9 @@ class KindCluster:
     image: str = ""
     # "cdi" or "legacy" (operator.gpu_path; default from GPU_CONFORMANCE_KIND_GPU_PATH, else cdi).
     gpu_path: str = field(default_factory=kindop.gpu_path)
-    # NVIDIA's runtime on the CDI path (built by gotools on first use); None until start() on that path.
-    nvidia_runtime: Path | None = None
-    # On the CDI path: NVIDIA's CDI generator and hook, and the fake NVML it runs on (nvidia_cdi.py).
+    # On the CDI path: NVIDIA's CDI generator (the device plugin's spec) and the fake NVML it runs on, installed
+    # as the host driver's (nvidia_cdi.py).
     nvidia_ctk: Path | None = None
-    nvidia_cdi_hook: Path | None = None
     fake_nvml: Path | None = None
     # The DRA model: device plugin off, the fake DRA kubelet plugin (built on start) publishing the GPUs.
     dra: bool = False
@@ -121,6 +119,12 @@ class KindCluster:
         The DRA model keeps the fake driver's layout, which the fake DRA plugin reads and writes its own spec from,
         as NVIDIA's DRA driver does."""
         return self.gpu_path == "cdi" and not self.dra
+
+    @property
+    def host_driver(self) -> bool:
+        """Whether the GPU nodes get the fake driver under their root, as a host driver (nvidia_cdi.py): on the CDI
+        path, where the operator's toolkit reads the driver there (NVIDIA_DRIVER_ROOT=/ from driver-ready)."""
+        return self.gpu_path == "cdi"
 
     @property
     def kubeconfig(self) -> Path:
@@ -142,10 +146,12 @@ class KindCluster:
     def _start(self) -> None:
         started = time.monotonic()
         dirs = kindbin.ensure_binaries()
-        if self.gpu_path == "cdi":
-            self.nvidia_runtime = ensure_tool(NVIDIA_CONTAINER_RUNTIME)
-        if self.nvidia_cdi_specs:
-            self.nvidia_ctk, self.nvidia_cdi_hook = ensure_tool(NVIDIA_CTK), ensure_tool(NVIDIA_CDI_HOOK)
+        if self.clusterpolicy()["spec"]["toolkit"]["enabled"]:
+            # The toolkit image's binaries (the image itself is put together with the other images).
+            for tool in TOOLKIT_TOOLS:
+                ensure_tool(tool)
+        if self.host_driver:
+            self.nvidia_ctk = ensure_tool(TOOLKIT_CTK)
             self.fake_nvml = fakenvml.ensure_library()
         if self.dra:
             self.dra_plugin = dra_driver.ensure_plugin()
@@ -174,7 +180,11 @@ class KindCluster:
         self._install_host_driver()
         self._load_images(dirs, public=bool(os.environ.get(IMAGE_ENV)))
         self._install_operator_objects()
-        self._wait_gpus()
+        # With the operator's toolkit the GPUs take longer: NVIDIA's toolkit container kills containerd (SIGHUP) from
+        # inside a pod, and on these loaded 2 cores it often does so before containerd has finished starting that
+        # very container, which then gets a SIGTERM and restarts in CrashLoopBackOff (NVIDIA's entrypoint sleeps 5 s
+        # against exactly this, gpu-operator commit 963b8dc); it settles once one restart wins the race.
+        self._wait_gpus(timeout=600.0 if self.clusterpolicy()["spec"]["toolkit"]["enabled"] else 180.0)
         self._wait_operator()
         print(f"kind cluster {CLUSTER_NAME} ready in {time.monotonic() - started:.0f} s", flush=True)
 
@@ -199,14 +209,14 @@ class KindCluster:
         workers = [n for n in config["nodes"] if n["role"] == "worker"]
         config["nodes"] = [n for n in config["nodes"] if n["role"] != "worker"] + \
             [dict(workers[i % len(workers)]) for i in range(self.workers)]
-        if self.gpu_path == "cdi":
+        if self.gpu_path == "legacy":
             config["containerdConfigPatches"] = [*config.get("containerdConfigPatches", []),
-                                                 kindop.containerd_patch()]
+                                                 kindop.legacy_runtime_patch()]
         for node in config["nodes"]:
             node["image"] = self.image
             if node_bin is not None:
-                # The NVIDIA runtime containerd runs (cluster.yaml's containerdConfigPatches) and the fake
-                # driver's installer: on every node, since the runtime is the default.
+                # The fake driver's installer and, on the legacy path, the runtime containerd runs: on every node,
+                # since that runtime is the default.
                 node["extraMounts"] = self._node_mounts(node_bin)
         self.work.mkdir(parents=True, exist_ok=True)
         path = self.work / "kind-config.yaml"
@@ -214,22 +224,12 @@ class KindCluster:
         return path
 
     def _node_mounts(self, node_bin: Path) -> list[dict[str, Any]]:
-        mounts = {str(node_bin / src): dst for src, dst in NODE_BINARIES.items()}
-        if self.gpu_path == "cdi":
-            if self.nvidia_runtime is None:
-                raise KindError("the CDI path needs NVIDIA's nvidia-container-runtime, which was not built")
-            # NVIDIA's runtime under the fake's name, and the config.toml the toolkit would leave.
-            mounts = {str(node_bin / "fake-gpu-device-plugin"): NODE_BINARIES["fake-gpu-device-plugin"],
-                      str(self.nvidia_runtime): RUNTIME_BINARY}
-            config = self.work / "nvidia-container-runtime.toml"
-            self.work.mkdir(parents=True, exist_ok=True)
-            config.write_text(kindop.runtime_config())
-            mounts[str(config)] = RUNTIME_CONFIG
-        if self.nvidia_cdi_specs:
-            if self.nvidia_ctk is None or self.nvidia_cdi_hook is None or self.fake_nvml is None:
-                raise KindError("the CDI path needs NVIDIA's nvidia-ctk and nvidia-cdi-hook and the fake NVML, "
-                                "which were not built")
-            mounts.update(nvidia_cdi.node_mounts(self.nvidia_ctk, self.nvidia_cdi_hook, self.fake_nvml))
+        mounts = {str(node_bin / src): dst for src, dst in NODE_BINARIES.items()
+                  if self.gpu_path == "legacy" or dst != RUNTIME_BINARY}
+        if self.host_driver:
+            if self.nvidia_ctk is None or self.fake_nvml is None:
+                raise KindError("the CDI path needs NVIDIA's nvidia-ctk and the fake NVML, which were not built")
+            mounts.update(nvidia_cdi.node_mounts(self.nvidia_ctk, self.fake_nvml))
         if self.dra:
             if self.dra_plugin is None:
                 raise KindError("the DRA model needs the fake DRA kubelet plugin, which was not built")
@@ -283,24 +283,26 @@ class KindCluster:
         return [n["metadata"]["name"] for n in self.nodes() if n["metadata"]["labels"].get(GPU_LABEL) == "true"]
 
     def _install_host_driver(self) -> None:
-        """What a GPU node has before the operator comes: the (fake) driver and its CDI specs, and NFD's PCI label
-        (NFD itself is not deployed). On the CDI path the specs are NVIDIA's, `nvidia-ctk cdi generate` on the
-        fake NVML (nvidia_cdi.py); on the legacy path (and in the DRA model) the fake plugin's --setup-only writes
-        the fake driver and the spec the fake legacy runtime reads."""
+        """What a GPU node has before the operator comes: the (fake) driver, and NFD's PCI label (NFD itself is not
+        deployed). On the CDI path the host driver under the node's root and the device plugin's spec by NVIDIA's
+        `nvidia-ctk cdi generate` on the fake NVML (nvidia_cdi.py); on the legacy path (and in the DRA model) the
+        fake plugin's --setup-only writes the fake driver and the spec the fake legacy runtime reads."""
         assert self.docker is not None
         product = fakegpu.default_product()
         gpu = self.gpu_nodes()
         for node in gpu:
-            if self.nvidia_cdi_specs:
-                script = nvidia_cdi.node_setup_script(fakegpu.gpu_table(node, self.gpus, product), kindop.DRIVER_ROOT)
+            if not self.nvidia_cdi_specs:
+                cmd = fakegpu.plugin_command(Path(NODE_BINARIES["fake-gpu-device-plugin"]), node, self.gpus,
+                                             kindop.CDI_DIR, kindop.DRIVER_ROOT, strategy="envvar", product=product,
+                                             setup_only=True)
+                self.docker.docker("exec", node, *cmd)
+            if self.host_driver:
+                # In the DRA model too: the operator's toolkit reads the driver from the node's root.
+                script = nvidia_cdi.node_setup_script(fakegpu.gpu_table(node, self.gpus, product), kindop.DRIVER_ROOT,
+                                                      plugin_spec=self.nvidia_cdi_specs)
                 proc = self.docker.docker("exec", node, "sh", "-ec", script, check=False)
                 if proc.returncode != 0:
-                    raise KindError(f"`nvidia-ctk cdi generate` on {node} failed: {_tail(proc.stderr)}")
-                continue
-            cmd = fakegpu.plugin_command(Path(NODE_BINARIES["fake-gpu-device-plugin"]), node, self.gpus,
-                                         kindop.CDI_DIR, kindop.DRIVER_ROOT, strategy="envvar", product=product,
-                                         setup_only=True)
-            self.docker.docker("exec", node, *cmd)
+                    raise KindError(f"installing the fake host driver on {node} failed: {_tail(proc.stderr)}")
         self.kubectl("label", "node", *gpu, f"{kindop.NFD_PCI_LABEL}=true", "--overwrite")
 
     def _install_operator_objects(self) -> None:

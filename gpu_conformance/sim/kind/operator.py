@@ -5,28 +5,32 @@ loaded into the nodes (`kind load image-archive`) under the name the ClusterPoli
 
 * the operator: its unmodified static binary, with its assets and manifests at /opt/gpu-operator as in
   NVIDIA's image;
+* on the CDI path the container toolkit: NVIDIA's installer and binaries at the chart's toolkit.version v1.17.8
+  (toolkit_image.py), so the operator's own toolkit DaemonSet installs the runtime under /usr/local/nvidia/toolkit,
+  writes containerd's config and the management CDI spec and restarts containerd, as on a real node;
 * the validator: on the CDI path NVIDIA's own nvidia-validator of the same release (operator_module.py builds it
   from the operator's module), laid out as NVIDIA's image has it (validator/Dockerfile: /usr/bin/nvidia-validator,
   the CUDA sample at /usr/bin/vectorAdd, the workload pod manifests at /var/nvidia/manifests, the image's NVIDIA_*
   variables), with fixtures/fake-gpu's vectorAdd in place of the CUDA sample; on the legacy path and in the DRA
-  model the stand-in fake-nvidia-validator (their nodes keep the fake plugin's driver layout);
+  model the stand-in fake-nvidia-validator;
 * the device plugin: the stand-in from fixtures/fake-gpu (the fake plugin as nvidia-device-plugin);
 all on busybox, for the shells the operator's manifests run.
 
-The nodes are set up the way a cluster with the driver and the container toolkit preinstalled is (the
-operator's `driver.enabled=false`, `toolkit.enabled=false`): the fake driver (GPU table, nvidia-smi) and its
-CDI spec on each GPU node, and containerd's default runtime `nvidia` (kind/cluster.yaml).
+The nodes are set up the way a cluster with the driver preinstalled is (the operator's `driver.enabled=false`):
+the fake driver (GPU table, nvidia-smi, the fake NVML, device nodes) on each GPU node (nvidia_cdi.py).
 
 How a pod gets its GPU is the GPU path (GPU_PATH_ENV, see gpu_path()):
-* "cdi" (the default): the ClusterPolicy's `cdi.enabled=true`, `cdi.default=true`. At v25.3.4 that makes the
-  operator render the device plugin's DEVICE_LIST_STRATEGY=envvar,cdi-annotations with CDI_ANNOTATION_PREFIX
-  nvidia.cdi.k8s.io/ (controllers/object_controls.go TransformDevicePlugin) and the toolkit's runtime mode cdi
-  with that annotation prefix (TransformToolkit). The plugin then writes its CDI spec and annotates each
-  container with its CDI names; the `nvidia` runtime, NVIDIA's own nvidia-container-runtime in CDI mode with
-  the toolkit's settings (runtime_config()), resolves them from the spec, whose edits leave
-  NVIDIA_VISIBLE_DEVICES=void. containerd's own CDI support does not act: it reads only cdi.k8s.io/.
-* "legacy": `cdi.enabled=false` (v25.3.4's chart default): the plugin sets NVIDIA_VISIBLE_DEVICES=GPU-... and
-  the fake legacy-mode runtime (fixtures/fake-gpu) injects the GPUs it names.
+* "cdi" (the default): the ClusterPolicy's `toolkit.enabled=true`, `cdi.enabled=true`, `cdi.default=true`. At
+  v25.3.4 that makes the operator render the device plugin's DEVICE_LIST_STRATEGY=envvar,cdi-annotations with
+  CDI_ANNOTATION_PREFIX nvidia.cdi.k8s.io/ (controllers/object_controls.go TransformDevicePlugin) and the toolkit's
+  CDI_ENABLED, NVIDIA_CONTAINER_RUNTIME_MODE=cdi and that annotation prefix (TransformToolkit). The toolkit makes
+  `nvidia` containerd's default runtime (the installer's set-as-default, which v25.3.4 leaves on) and lists the
+  prefix in its `container_annotations`; the plugin writes its CDI spec and annotates each container with its CDI
+  names, which NVIDIA's runtime in CDI mode resolves from the spec (whose edits leave NVIDIA_VISIBLE_DEVICES=void).
+  containerd's own CDI support does not act: it reads only cdi.k8s.io/.
+* "legacy": `cdi.enabled=false` (v25.3.4's chart default) and `toolkit.enabled=false`: containerd's default runtime
+  `nvidia` is the fake legacy-mode runtime (fixtures/fake-gpu, legacy_runtime_patch()), the plugin sets
+  NVIDIA_VISIBLE_DEVICES=GPU-... and the fake runtime injects the GPUs it names.
 
 NFD is not deployed (`nfd.enabled=false`: its image cannot be built here); the tier labels the GPU nodes
 with NFD's PCI label as NFD would. GFD, DCGM exporter and the MIG manager are switched off (no stand-ins for
@@ -46,6 +50,7 @@ from gpu_conformance.errors import ConformanceError
 from gpu_conformance.sim.builds import oci, operator_module
 from gpu_conformance.sim.fakegpu import stack as fakegpu
 from gpu_conformance.sim.fakegpu.stack import busybox_applets
+from gpu_conformance.sim.kind import toolkit_image
 from gpu_conformance.sim.operator import install
 from gpu_conformance.sim.operator.chart import clusterpolicy_from_module
 from gpu_conformance.sim.profiles.catalogue import get_profile
@@ -60,10 +65,10 @@ NFD_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 # node; the tier switches it off the way NVIDIA's own error message tells an admin to (validator.driver.env). The
 # stand-in validator ignores the variable.
 VALIDATOR_DRIVER_ENV = [{"name": "DISABLE_DEV_CHAR_SYMLINK_CREATION", "value": "true"}]
-# What an admin passes to `helm install` for nodes with the driver and toolkit preinstalled, minus the
-# operands we have no stand-in for. Keys are ClusterPolicy spec paths.
+# What an admin passes to `helm install` for nodes with the driver preinstalled, minus the operands we
+# have no stand-in for. Keys are ClusterPolicy spec paths.
 SPEC_OVERRIDES: dict[str, Any] = {
-    "driver.enabled": False, "toolkit.enabled": False, "gfd.enabled": False, "dcgmExporter.enabled": False,
+    "driver.enabled": False, "gfd.enabled": False, "dcgmExporter.enabled": False,
     "migManager.enabled": False, "nodeStatusExporter.enabled": False,
     "validator.driver.env": VALIDATOR_DRIVER_ENV,
 }
@@ -71,11 +76,24 @@ SPEC_OVERRIDES: dict[str, Any] = {
 VALIDATOR_IMAGE_ENV = ("NVIDIA_DISABLE_REQUIRE=true", "NVIDIA_VISIBLE_DEVICES=void",
                        "NVIDIA_DRIVER_CAPABILITIES=utility,compute")
 VALIDATOR_MANIFEST_DIR = "/var/nvidia/manifests"
+# The installer's device-node creation (CREATE_DEVICE_NODES, default "control": nvidiactl, nvidia-modeset,
+# nvidia-uvm{,-tools}) looks each node's major up in /proc/devices, which a container reads from the kernel and
+# no fake driver registers in: turned off through toolkit.env, the ClusterPolicy's way to set the installer's
+# options (a mode it does not know is skipped with a warning). The device nodes it would make are the fake
+# driver's, made at node setup (nvidia_cdi.py). The runtime's log at debug level, as an admin turns it on to see
+# what it does (the installer's NVIDIA_CONTAINER_RUNTIME_DEBUG/_LOG_LEVEL; default: info to /dev/null): the CDI
+# devices it resolves are logged at debug only, and the tests read them there.
+RUNTIME_LOG = "/var/log/nvidia-container-runtime.log"
+TOOLKIT_ENV = [{"name": "CREATE_DEVICE_NODES", "value": "none"},
+               {"name": "NVIDIA_CONTAINER_RUNTIME_DEBUG", "value": RUNTIME_LOG},
+               {"name": "NVIDIA_CONTAINER_RUNTIME_LOG_LEVEL", "value": "debug"}]
 GPU_PATH_ENV = "GPU_CONFORMANCE_KIND_GPU_PATH"
 GPU_PATHS = ("cdi", "legacy")
-# The ClusterPolicy's CDI switches per GPU path.
-CDI_OVERRIDES: dict[str, dict[str, Any]] = {"cdi": {"cdi.enabled": True, "cdi.default": True},
-                                            "legacy": {"cdi.enabled": False, "cdi.default": False}}
+# The ClusterPolicy's CDI and toolkit switches per GPU path: the operator's toolkit on the CDI path; none on the
+# legacy path, whose runtime is the fake legacy-mode one the tier configures itself.
+CDI_OVERRIDES: dict[str, dict[str, Any]] = {
+    "cdi": {"cdi.enabled": True, "cdi.default": True, "toolkit.enabled": True, "toolkit.env": TOOLKIT_ENV},
+    "legacy": {"cdi.enabled": False, "cdi.default": False, "toolkit.enabled": False}}
 # What TransformToolkit gives the toolkit with CDI on (NVIDIA_CONTAINER_RUNTIME_MODES_CDI_ANNOTATION_PREFIXES):
 # the prefix the device plugin annotates with.
 CDI_ANNOTATION_PREFIX = "nvidia.cdi.k8s.io/"
@@ -86,6 +104,9 @@ CDI_DIR = "/var/run/cdi"
 # kind: "vendor/class" -> "vendor-class.json"); the runtime resolves the plugin's annotated names from it.
 PLUGIN_CDI_SPEC = fakegpu.PLUGIN_CDI_KIND.replace("/", "-") + ".json"
 DEVICE_PLUGIN_DS = ops.DEVICE_PLUGIN.daemonset
+TOOLKIT_DS = ops.TOOLKIT.daemonset
+# Where the legacy path's fake runtime is mounted on every node.
+LEGACY_RUNTIME = "/usr/local/bin/nvidia-container-runtime"
 
 
 class GPUPathError(ConformanceError):
@@ -100,32 +121,19 @@ def gpu_path(value: str | None = None) -> str:
     return path
 
 
-def runtime_config() -> str:
-    """/etc/nvidia-container-runtime/config.toml of a GPU node on the CDI path: the settings the operator's
-    toolkit gives NVIDIA's runtime with `cdi.default=true` (mode cdi, its annotation prefix); the spec dirs and
-    default kind are the runtime's own defaults, written out so the file says what the runtime reads."""
-    return "\n".join([
-        "[nvidia-container-runtime]",
-        'mode = "cdi"',
-        'log-level = "debug"',  # the CDI devices it resolves are logged at debug only
-        'debug = "/var/log/nvidia-container-runtime.log"',
-        'runtimes = ["runc", "crun"]',
-        "",
-        "[nvidia-container-runtime.modes.cdi]",
-        f'default-kind = "{fakegpu.CDI_KIND}"',
-        'spec-dirs = ["/etc/cdi", "/var/run/cdi"]',
-        f'annotation-prefixes = ["{CDI_ANNOTATION_PREFIX}"]',
-        "",
-    ])
-
-
-def containerd_patch() -> str:
-    """The containerd config patch of a GPU node on the CDI path: what nvidia-ctk-installer (v1.20.2,
-    containerAnnotationsFromCDIPrefixes) adds to the `nvidia` runtime when the toolkit has CDI annotation
-    prefixes. containerd hands a runtime only the CRI annotations its runtime entry lists, so without it the
-    device plugin's annotation never reaches NVIDIA's runtime (which then falls back to NVIDIA_VISIBLE_DEVICES)."""
-    return ("[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
-            f"  container_annotations = ['{CDI_ANNOTATION_PREFIX}*']\n")
+def legacy_runtime_patch() -> str:
+    """The legacy path's containerd config patch: containerd's default runtime `nvidia` (the operator's
+    RuntimeClass handler too) is the fake legacy-mode runtime the tier mounts at LEGACY_RUNTIME. On the CDI path
+    the operator's toolkit writes the `nvidia` runtime itself."""
+    return (
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd]\n"
+        "  default_runtime_name = 'nvidia'\n"
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
+        "  runtime_type = 'io.containerd.runc.v2'\n"
+        "  base_runtime_spec = '/etc/containerd/cri-base.json'\n"
+        "  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]\n"
+        f"    BinaryName = '{LEGACY_RUNTIME}'\n"
+        "    SystemdCgroup = true\n")
 
 
 def clusterpolicy(path: str = "cdi") -> Obj:
@@ -191,7 +199,8 @@ def images(node_bin: Path, busybox: Path, cp: Obj | None = None, nvidia_validato
         # The operator's entrypoint runs `/bin/bash -c /bin/entrypoint.sh`, which execs nvidia-device-plugin.
         oci.Entry("/usr/bin/nvidia-device-plugin", link="/usr/local/bin/fake-gpu-device-plugin"),
         oci.Entry("/bin/bash", source=fakegpu.fixture_dir() / "bash")])
-    return [operator, validator, plugin]
+    toolkit = [toolkit_image.image(spec["toolkit"], busybox)] if spec["toolkit"].get("enabled") else []
+    return [operator, validator, plugin, *toolkit]
 
 
 def objects() -> list[Obj]:

@@ -462,9 +462,11 @@ def _host_driver_broken(ctx: FaultContext) -> None:
     _waiting_for_driver(ctx, NODE, HOST_DRIVER_FAIL_LOG)
 
 
-@fault("toolkit-validation-failing", "the field note's containerd-config clobbering: another containerd config "
-       "replaced the CRI section the toolkit wrote, so the nvidia runtime is gone; the validator's "
-       "toolkit-validation crash-loops and the device plugin, GFD and DCGM exporter sit in Init:0/1",
+@fault("toolkit-validation-failing", "the nvidia runtime handler is there but injects nothing: the toolkit's "
+       "runtime wrapper finds no nvidia module in /proc/modules and execs plain runc (nvidia-container-toolkit "
+       "v1.17.8 tools/container/toolkit/runtime.go); the validator's toolkit-validation crash-loops and the device "
+       "plugin, GFD and DCGM exporter sit in Init:0/1. (A containerd config without the nvidia runtime is "
+       "runtime-handler-missing: no sandbox at all, as the kind tier shows)",
        "gpu-node-1: validator Init:CrashLoopBackOff in toolkit-validation (nvidia-smi: not found, 14 restarts); "
        "gated operands Init:0/1; no GPU resources; no cuda validator",
        Layer.DRIVER_TOOLKIT, {"DRV-004"}, NODE)
@@ -821,8 +823,10 @@ def _node_cordoned(ctx: FaultContext) -> None:
     _wait_taint(ctx, NODE, "node.kubernetes.io/unschedulable")
 
 
-@fault("runtime-handler-missing", "containerd on one node has no 'nvidia' runtime handler (a drop-in config "
-       "overrides the toolkit's): every operand pod that names runtimeClassName nvidia cannot get a sandbox, "
+@fault("runtime-handler-missing", "containerd on one node has no 'nvidia' runtime handler (the field note's "
+       "story: its config.toml rewritten by another tool after the toolkit wrote it, as the kind tier does it on "
+       "containerd v2.4.2, where a later drop-in cannot remove a runtime): every operand pod that names "
+       "runtimeClassName nvidia cannot get a sandbox, "
        "while the driver and toolkit pods (no runtime class) run; the validator looks stuck in driver-validation",
        "gpu-node-1: validator, device plugin, GFD, DCGM exporter (and mig-manager) pods re-created and left "
        "Pending with every container PodInitializing, FailedCreatePodSandBox events 'no runtime for \"nvidia\" "

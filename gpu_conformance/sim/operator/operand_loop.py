@@ -72,7 +72,7 @@ HOSTS_CONFIGMAP = "gpu-sim-hosts"
 STARTED_ANNOTATION = "gpu-conformance.nvidia.com/operand-loop-pid"
 # Host faults: what is broken on the machine, under Kubernetes.
 DRIVER_UNLOADABLE = "driver-unloadable"  # the kernel module does not load: driver pod crash-loops, no nvidia-smi
-RUNTIME_CLOBBERED = "runtime-clobbered"  # containerd lost the toolkit's nvidia runtime config: nvidia-smi not found
+RUNTIME_CLOBBERED = "runtime-clobbered"  # the nvidia handler injects nothing (runs plain runc): nvidia-smi not found
 RUNTIME_MISSING = "runtime-missing"      # no "nvidia" runtime handler: runtimeClassName nvidia pods get no sandbox
 CUDA_FAILING = "cuda-failing"            # vectorAdd fails (GPU off the bus, driver/CUDA mismatch)
 # The node restarted: the toolkit removed the nvidia handler when it exited (the installer's cleanup) and writes it
