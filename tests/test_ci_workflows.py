@@ -121,3 +121,47 @@ def test_commands_in_templates_are_accepted(path: Path) -> None:
     # The run command: pytest options this suite defines, in the --option=VALUE form pytest needs.
     run = re.search(re.escape(ENTRYPOINT) + r" (pytest [^|\n]*)", text)
     assert run and "--cluster=current" in run.group(1) and run.group(1).rstrip().endswith("tests_conformance")
+
+
+# `python -m gpu_conformance.<module> [args]` as .ci/run, the README and the workflows spell it.
+_MODULE_RUN = re.compile(r"python3? -m (gpu_conformance(?:\.\w+)*)((?: +[\w.-]+)*)")
+
+
+def _module_runs() -> list[tuple[str, str, list[str]]]:
+    texts = {".ci/run": (REPO / ".ci" / "run").read_text(), "README.md": (REPO / "README.md").read_text()}
+    texts.update({str(p.relative_to(REPO)): p.read_text() for p in WORKFLOWS})
+    return [(where, m.group(1), m.group(2).split()) for where, text in texts.items()
+            for m in _MODULE_RUN.finditer(text)]
+
+
+def test_every_module_the_ci_and_readme_run_exists_and_runs_as_a_program() -> None:
+    """A module moved without updating .ci/run stops a fresh machine's CI in its first minute (it happened once:
+    the validator's build named at its pre-split path). Every `python -m gpu_conformance.X` in .ci/run, the README
+    and the workflows names a module that exists and runs as a program; `gotools` is given a tool it knows."""
+    import importlib.util
+
+    from gpu_conformance.gotools import TOOL_GROUPS, TOOLS
+
+    runs = _module_runs()
+    assert any(where == ".ci/run" for where, _, _ in runs) and any(m == "gpu_conformance.gotools" for _, m, _ in runs)
+    for where, module, args in runs:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None, f"{where}: python -m {module}: no such module"
+        main = spec.origin if not spec.submodule_search_locations else \
+            str(Path(spec.origin).with_name("__main__.py"))
+        assert Path(main).is_file() and "__main__" in Path(main).read_text(), \
+            f"{where}: python -m {module} does not run as a program"
+        if module == "gpu_conformance.gotools" and args and not args[0].startswith("-"):
+            assert args[0] in {**TOOLS, **TOOL_GROUPS}, f"{where}: gotools has no tool {args[0]!r}"
+
+
+def test_the_module_check_catches_a_moved_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ci = tmp_path / ".ci" / "run"
+    ci.parent.mkdir()
+    ci.write_text((REPO / ".ci" / "run").read_text().replace("gpu_conformance.sim.builds.operator_module",
+                                                             "gpu_conformance.sim.operator_module"))
+    (tmp_path / "README.md").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "WORKFLOWS", [])
+    with pytest.raises(AssertionError, match="gpu_conformance.sim.operator_module: no such module"):
+        test_every_module_the_ci_and_readme_run_exists_and_runs_as_a_program()

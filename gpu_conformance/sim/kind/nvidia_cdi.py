@@ -121,7 +121,10 @@ def _module_list_unit() -> str:
     path_unit = "[Path]\n" + "".join(f"PathChanged={w}\n" for w in RUNTIME_WRAPPERS) + \
         "[Install]\nWantedBy=multi-user.target\n"
     sed = f"s#{MODULE_CHECK}#cat {MODULES_FILE} #"
-    service = ("[Service]\nType=oneshot\n"
+    # No start rate limit: the installer writes three wrappers, each rewrite here triggers the path again, and a
+    # crash-looping toolkit reinstalls them; systemd's default (5 starts in 10 s) would stop the unit for good, and
+    # a wrapper left unrewritten runs every GPU container on plain runc.
+    service = ("[Unit]\nStartLimitIntervalSec=0\n[Service]\nType=oneshot\n"
                f"ExecStart=/bin/sh -c 'grep -l \"{MODULE_CHECK}\" {files} 2>/dev/null | xargs -r sed -i \"{sed}\"'\n")
     unit_dir = "/etc/systemd/system"
     return "\n".join([f"cat > {unit_dir}/{MODULES_UNIT}.path <<'FAKE_GPU_EOF'\n{path_unit}FAKE_GPU_EOF",
