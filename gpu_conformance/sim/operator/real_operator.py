@@ -139,9 +139,11 @@ def start_operand_loop(cluster: Any, profile: Profile, namespace: str = NAMESPAC
 
 
 def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int = 3, cpu_nodes: int = 1,
-                 namespace: str = NAMESPACE, timeout: float = 120.0) -> Any:
-    """Nodes, Helm-side objects, the real operator and a ClusterPolicy with the chart's defaults; waits
-    until the operator reports ready with every operand rolled out. Returns a SimInstall for faults."""
+                 namespace: str = NAMESPACE, timeout: float = 120.0, clusterpolicy: Obj | None = None) -> Any:
+    """Nodes, Helm-side objects, the real operator and a ClusterPolicy (`clusterpolicy`, else the chart's
+    defaults); waits until the operator reports ready with every operand it enabled rolled out. Returns a
+    SimInstall for faults. A given ClusterPolicy must switch the operands as the profile does (the operand side
+    plays the node by the profile)."""
     from gpu_conformance.sim.operator.reconcile import (
         Kube,
         SimInstall,
@@ -182,9 +184,10 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
     launch(cluster, p, namespace)
     timings["operator-ready"] = round(time.monotonic() - start, 2)
     start_operand_loop(cluster, p, namespace)
-    cp = create_clusterpolicy(kube, clusterpolicy_from_module(p.operator_version), deadline)
+    cp_obj = clusterpolicy if clusterpolicy is not None else clusterpolicy_from_module(p.operator_version)
+    cp = create_clusterpolicy(kube, cp_obj, deadline)
     timings["clusterpolicy"] = round(time.monotonic() - start, 2)
-    _wait_converged(kube, namespace, gpu_names, deadline)
+    _wait_converged(kube, namespace, gpu_names, deadline, cp_obj.get("spec") or {})
     timings["ready"] = round(time.monotonic() - start, 2)
     manifests = inst.build(p, namespace, gpu_names, cpu_names, clusterpolicy_uid=cp["metadata"]["uid"])
     return SimInstall(client=kube.client, profile=p, namespace=namespace, gpu_nodes=gpu_names, cpu_nodes=cpu_names,
@@ -192,9 +195,10 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
                       log_writer=cluster.write_container_log, seconds=timings["ready"], timings=timings)
 
 
-def _wait_converged(kube: Any, namespace: str, gpu_nodes: list[str], deadline: float) -> None:
-    """ClusterPolicy ready/Reconciled with every operand DaemonSet on every GPU node, GPUs advertised and a
-    completed cuda validator per node (the real operator's first 'ready' comes before its DaemonSets do)."""
+def _wait_converged(kube: Any, namespace: str, gpu_nodes: list[str], deadline: float, spec: Obj) -> None:
+    """ClusterPolicy ready/Reconciled with every operand DaemonSet `spec` enables on every GPU node, GPUs
+    advertised and a completed cuda validator per node (the real operator's first 'ready' comes before its
+    DaemonSets do)."""
     from gpu_conformance.sim.operator.status import daemonsets_settled
 
     def pending() -> list[str]:
@@ -209,8 +213,8 @@ def _wait_converged(kube: Any, namespace: str, gpu_nodes: list[str], deadline: f
             # for the operator's next reconcile, or a fault that stops it freezes that status.
             out.append(f"ClusterPolicy Ready={ready.get('status')} ({ready.get('reason', '')})")
         dss = {d["metadata"]["name"]: d for d in kube.list("DaemonSet", namespace)}
-        for name in (op.DRIVER.daemonset, op.TOOLKIT.daemonset, op.VALIDATOR.daemonset, op.DEVICE_PLUGIN.daemonset,
-                     op.GFD.daemonset):
+        for name in [o.daemonset for o in (op.DRIVER, op.TOOLKIT, op.VALIDATOR, op.DEVICE_PLUGIN, op.GFD)
+                     if op.operand_enabled(o, spec)]:
             st = (dss.get(name) or {}).get("status") or {}
             if st.get("numberAvailable", 0) != len(gpu_nodes) or st.get("desiredNumberScheduled") != len(gpu_nodes):
                 out.append(f"DaemonSet {name}")

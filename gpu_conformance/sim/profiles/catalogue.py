@@ -170,6 +170,19 @@ _add(Profile(
     lacks=("RuntimeClasses nvidia-cdi and nvidia-legacy (CDI off)",),
 ))
 _add(Profile(
+    "kind-cdi",
+    "v25.3.4 as the kind tier's CDI path installs it (sim/kind/operator.py clusterpolicy(\"cdi\")): "
+    "driver.enabled=false on nodes with the driver on the host, the operator's container toolkit with cdi.enabled "
+    "and cdi.default, "
+    "GFD, DCGM exporter, MIG manager and node status exporter off. The simulated side of the bring-up comparison "
+    "(tests/test_bringup_order.py) runs the real operator with this profile and the kind tier's ClusterPolicy.",
+    operator_version="v25.3.4", driver_enabled=False, gfd_enabled=False, dcgm_exporter_enabled=False,
+    mig_manager_enabled=False, node_status_exporter_enabled=False, cdi_enabled=True,
+    host_driver=True, host_driver_version=PROFILES["default"].driver_version,
+    lacks=("nvidia-driver-daemonset (driver.enabled=false: the host's driver)",
+           "gpu-feature-discovery, nvidia-dcgm-exporter, nvidia-mig-manager (switched off as on the kind tier)"),
+))
+_add(Profile(
     "mig-mixed",
     "v26.3.3 with mig.strategy=mixed: gpu-node-0 is an A100 node partitioned all-balanced and "
     "advertises nvidia.com/mig-1g.5gb, -2g.10gb, -3g.20gb; other GPU nodes are H100 with MIG disabled.",

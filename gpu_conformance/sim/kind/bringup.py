@@ -1,0 +1,47 @@
+"""The simulated cluster's bring-up held to the kind tier's: the same real operator and ClusterPolicy on both.
+
+`sim_bringup` boots a simulated cluster, starts recording (sim/services/bringup_trace.py's poller, the kind
+recorder's format), installs the real GPU Operator v25.3.4 with the kind tier's CDI-path ClusterPolicy
+(operator.clusterpolicy("cdi"); profile kind-cdi plays the nodes the same way: host driver, toolkit on) and records
+until it converged. tests/test_bringup_order.py compares that trace with the kind recordings in tests/data/bringup/.
+
+KIND_ARTEFACTS is the one list of differences that are the kind tier's own doing, not the simulation's, each with
+its reason.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from gpu_conformance.sim.kind import operator as kindop
+from gpu_conformance.sim.services.bringup_order import Allowed
+from gpu_conformance.sim.services.bringup_trace import Trace, kube_lister, trace_of
+
+PROFILE = "kind-cdi"
+# The kind tier's recorder polls every 2 s; the simulated bring-up is faster, so it is looked at more often.
+SIM_POLL_INTERVAL = 0.5
+
+KIND_ARTEFACTS: tuple[Allowed, ...] = ()
+
+
+def sim_bringup(gpu_nodes: int = 2, cpu_nodes: int = 1, timeout: float = 180.0,
+                state_dir: Path | None = None) -> Trace:
+    """Boot, record, install the real operator with the kind tier's ClusterPolicy until converged, stop."""
+    from gpu_conformance.sim.builds.binaries import ensure_binaries
+    from gpu_conformance.sim.controlplane.cluster import SimCluster
+    from gpu_conformance.sim.operator.real_operator import NAMESPACE, install_real
+    from gpu_conformance.sim.operator.reconcile import LOG_CONTAINERS
+    from gpu_conformance.sim.services.bringup_trace import Poller
+    from gpu_conformance.sim.services.kube_client import Kube
+
+    cp = kindop.clusterpolicy("cdi")
+    with SimCluster(state_dir=state_dir, bin_dir=ensure_binaries(), log_containers=LOG_CONTAINERS) as cluster:
+        poller = Poller(kube_lister(Kube(cluster.api_client()), NAMESPACE), interval=SIM_POLL_INTERVAL).start()
+        try:
+            install_real(cluster, PROFILE, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes, timeout=timeout,
+                         clusterpolicy=cp)
+            time.sleep(2 * SIM_POLL_INTERVAL)  # the events of the last moments are part of the bring-up
+        finally:
+            polls = poller.stop()
+    return trace_of(polls, source=f"simulated cluster, real operator, profile {PROFILE}")
