@@ -29,6 +29,7 @@ class FakeKube:
         self.nodes = {n["metadata"]["name"]: n for n in nodes}
         self.pods = {p["metadata"]["name"]: p for p in pods}
         self.configmaps: dict[str, Obj] = {}
+        self.events: list[Obj] = []
 
     def list(self, kind: str, namespace: str | None = None, label_selector: str = "") -> list[Obj]:
         items = {"Node": self.nodes, "Pod": self.pods}.get(kind, {})
@@ -41,7 +42,9 @@ class FakeKube:
 
     def create(self, obj: Obj) -> Obj:
         obj = copy.deepcopy(obj)
-        if obj["kind"] == "ConfigMap":
+        if obj["kind"] == "Event":
+            self.events.append(obj)
+        elif obj["kind"] == "ConfigMap":
             if obj["metadata"]["name"] in self.configmaps:
                 raise ApiException(status=409)  # as the API server: a second host fault must not reset the first
             self.configmaps[obj["metadata"]["name"]] = obj
@@ -139,6 +142,30 @@ def test_driver_unloadable_holds_everything_then_stages_pass_one_per_round(clust
     assert _text(kube, op.CUDA_VALIDATOR_APP) == "Completed"
     assert kube.nodes[NODE]["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     assert "nvidia.com/gpu.product" in kube.nodes[NODE]["metadata"]["labels"]
+
+
+def test_kubelet_events_follow_the_containers_the_loop_starts_and_backs_off(cluster: Any) -> None:
+    kube, sim = cluster
+    sim.kubelet_events = True
+    ol.set_host_fault(kube, NODE, ol.CUDA_FAILING)
+    for _ in range(8):
+        sim.step()
+
+    def seen(app: str) -> list[tuple[str, str]]:
+        return [(e["reason"], e["involvedObject"]["fieldPath"]) for e in kube.events
+                if e["involvedObject"]["name"].startswith(app)]
+
+    v = seen(op.VALIDATOR.daemonset)
+    # Each container once, in kubelet's order, the validator's chain as far as cuda-validation (held by the cuda pod).
+    assert v[:3] == [(r, "spec.initContainers{driver-validation}") for r in ("Pulled", "Created", "Started")]
+    assert [f for r, f in v if r == "Started"] == [f"spec.initContainers{{{c}}}" for c in (
+        "driver-validation", "toolkit-validation", "cuda-validation")]
+    assert ("Started", "spec.containers{nvidia-device-plugin}") in seen(op.DEVICE_PLUGIN.daemonset)
+    # The failing vectorAdd: started once, then kubelet's back-off.
+    assert seen(op.CUDA_VALIDATOR_APP) == [(r, "spec.initContainers{cuda-validation}") for r in (
+        "Pulled", "Created", "Started", "BackOff")]
+    e = next(e for e in kube.events if e["reason"] == "Pulled")
+    assert e["message"].startswith('Container image "') and e["source"] == {"component": "kubelet", "host": NODE}
 
 
 def test_clobbered_runtime_crash_loops_toolkit_validation_and_keeps_operands_waiting(cluster: Any) -> None:

@@ -40,7 +40,7 @@ def sim_bringup(gpu_nodes: int = 2, cpu_nodes: int = 1, timeout: float = 180.0,
         poller = Poller(kube_lister(Kube(cluster.api_client()), NAMESPACE), interval=SIM_POLL_INTERVAL).start()
         try:
             install_real(cluster, PROFILE, gpu_nodes=gpu_nodes, cpu_nodes=cpu_nodes, timeout=timeout,
-                         clusterpolicy=cp)
+                         clusterpolicy=cp, kubelet_events=True)
             time.sleep(2 * SIM_POLL_INTERVAL)  # the events of the last moments are part of the bring-up
         finally:
             polls = poller.stop()

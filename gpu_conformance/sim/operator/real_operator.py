@@ -129,9 +129,11 @@ def launch(cluster: Any, profile: Profile, namespace: str = NAMESPACE, timeout: 
         time.sleep(0.2)
 
 
-def start_operand_loop(cluster: Any, profile: Profile, namespace: str = NAMESPACE) -> None:
+def start_operand_loop(cluster: Any, profile: Profile, namespace: str = NAMESPACE,
+                       kubelet_events: bool = False) -> None:
     cmd = [sys.executable, "-m", "gpu_conformance.sim.operator.operand_loop", f"--kubeconfig={cluster.kubeconfig}",
-           f"--namespace={namespace}", f"--profile={profile.name}", f"--logs-dir={cluster.logs_dir / 'pods'}"]
+           f"--namespace={namespace}", f"--profile={profile.name}", f"--logs-dir={cluster.logs_dir / 'pods'}",
+           *(["--kubelet-events"] if kubelet_events else [])]
     proc = cluster.process(PROCESS)
     if proc is not None:
         cmd += [f"--operator-pid={proc.pid}", f"--operator-start-time={proc.start_time}"]
@@ -139,11 +141,12 @@ def start_operand_loop(cluster: Any, profile: Profile, namespace: str = NAMESPAC
 
 
 def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int = 3, cpu_nodes: int = 1,
-                 namespace: str = NAMESPACE, timeout: float = 120.0, clusterpolicy: Obj | None = None) -> Any:
+                 namespace: str = NAMESPACE, timeout: float = 120.0, clusterpolicy: Obj | None = None,
+                 kubelet_events: bool = False) -> Any:
     """Nodes, Helm-side objects, the real operator and a ClusterPolicy (`clusterpolicy`, else the chart's
     defaults); waits until the operator reports ready with every operand it enabled rolled out. Returns a
     SimInstall for faults. A given ClusterPolicy must switch the operands as the profile does (the operand side
-    plays the node by the profile)."""
+    plays the node by the profile). kubelet_events: the operand side records kubelet's container events."""
     from gpu_conformance.sim.operator.reconcile import (
         Kube,
         SimInstall,
@@ -183,7 +186,7 @@ def install_real(cluster: Any, profile: str | Profile = "v25.3", gpu_nodes: int 
     timings["objects"] = round(time.monotonic() - start, 2)
     launch(cluster, p, namespace)
     timings["operator-ready"] = round(time.monotonic() - start, 2)
-    start_operand_loop(cluster, p, namespace)
+    start_operand_loop(cluster, p, namespace, kubelet_events=kubelet_events)
     cp_obj = clusterpolicy if clusterpolicy is not None else clusterpolicy_from_module(p.operator_version)
     cp = create_clusterpolicy(kube, cp_obj, deadline)
     timings["clusterpolicy"] = round(time.monotonic() - start, 2)
