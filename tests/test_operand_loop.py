@@ -129,6 +129,10 @@ def test_driver_unloadable_holds_everything_then_stages_pass_one_per_round(clust
     assert _text(kube, op.TOOLKIT.daemonset) == "Init:0/1"
     assert _text(kube, op.VALIDATOR.daemonset) == "Init:0/4"
     assert _text(kube, op.DEVICE_PLUGIN.daemonset) == "Init:0/1"
+    # A fresh node: no toolkit has run, so containerd has no nvidia handler and the runtimeClassName nvidia pods
+    # get no sandbox (kubelet shows them Init:0/N all the same).
+    v = next(p for p in kube.pods.values() if p["metadata"]["labels"].get("app") == op.VALIDATOR.daemonset)
+    assert {"type": "PodReadyToStartContainers", "status": "False"}.items() <= v["status"]["conditions"][0].items()
     assert not any(k.startswith("nvidia.com/") for k in kube.nodes[NODE]["status"]["capacity"])
     assert "nvidia.com/gpu.product" not in kube.nodes[NODE]["metadata"]["labels"]
 
@@ -137,8 +141,11 @@ def test_driver_unloadable_holds_everything_then_stages_pass_one_per_round(clust
     for _ in range(12):
         sim.step()
         progress.append(_text(kube, op.VALIDATOR.daemonset))
-    # Driver back (round 1), then one stage per round; cuda waits while its pod is created and completes.
-    assert progress[:7] == ["Init:0/4", "Init:1/4", "Init:2/4", "Init:2/4", "Init:2/4", "Init:3/4", "Running"]
+    # Driver back (round 1); the toolkit passes driver-validation and writes containerd's nvidia handler (round
+    # 2), so the validator gets its sandbox; then one stage per round; cuda waits while its pod is created and
+    # completes.
+    assert progress[:8] == ["Init:0/4", "Init:0/4", "Init:1/4", "Init:2/4", "Init:2/4", "Init:2/4", "Init:3/4",
+                            "Running"]
     assert _text(kube, op.CUDA_VALIDATOR_APP) == "Completed"
     assert kube.nodes[NODE]["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     assert "nvidia.com/gpu.product" in kube.nodes[NODE]["metadata"]["labels"]
@@ -156,8 +163,12 @@ def test_kubelet_events_follow_the_containers_the_loop_starts_and_backs_off(clus
                 if e["involvedObject"]["name"].startswith(app)]
 
     v = seen(op.VALIDATOR.daemonset)
-    # Each container once, in kubelet's order, the validator's chain as far as cuda-validation (held by the cuda pod).
-    assert v[:3] == [(r, "spec.initContainers{driver-validation}") for r in ("Pulled", "Created", "Started")]
+    # No sandbox until the toolkit came up on the node; then each container once, in kubelet's order, the validator's
+    # chain as far as cuda-validation (held by the cuda pod).
+    assert v[:4] == [("FailedCreatePodSandBox", ""), *[(r, "spec.initContainers{driver-validation}")
+                                                       for r in ("Pulled", "Created", "Started")]]
+    assert next(e for e in kube.events if e["reason"] == "FailedCreatePodSandBox")["message"].endswith(
+        'no runtime for "nvidia" is configured')
     assert [f for r, f in v if r == "Started"] == [f"spec.initContainers{{{c}}}" for c in (
         "driver-validation", "toolkit-validation", "cuda-validation")]
     assert ("Started", "spec.containers{nvidia-device-plugin}") in seen(op.DEVICE_PLUGIN.daemonset)
@@ -166,6 +177,24 @@ def test_kubelet_events_follow_the_containers_the_loop_starts_and_backs_off(clus
         "Pulled", "Created", "Started", "BackOff")]
     e = next(e for e in kube.events if e["reason"] == "Pulled")
     assert e["message"].startswith('Container image "') and e["source"] == {"component": "kubelet", "host": NODE}
+
+
+def test_a_fresh_nodes_handler_comes_a_while_after_its_toolkit_is_ready(cluster: Any) -> None:
+    kube, sim = cluster
+    now = [100.0]
+    sim.handler_delay, sim.clock = 12.0, lambda: now[0]
+
+    def validator() -> Obj:
+        return next(p for p in kube.pods.values() if p["metadata"]["labels"].get("app") == op.VALIDATOR.daemonset)
+
+    for _ in range(4):
+        sim.step()
+    assert _text(kube, op.TOOLKIT.daemonset) == "Running"
+    assert pod_states.init_progress(validator()) == 0 and validator()["status"]["conditions"][0]["status"] == "False"
+    now[0] += 12.0  # the installer wrote containerd's config and restarted it
+    sim.step()
+    sim.step()
+    assert pod_states.init_progress(validator()) >= 1
 
 
 def test_clobbered_runtime_crash_loops_toolkit_validation_and_keeps_operands_waiting(cluster: Any) -> None:

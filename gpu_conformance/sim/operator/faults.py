@@ -28,6 +28,7 @@ from gpu_conformance.sim.operator.install import (
     NFD_PCI_LABEL,
     cuda_validator_pod,
 )
+from gpu_conformance.sim.operator.kubelet_events import NO_NVIDIA_RUNTIME
 from gpu_conformance.sim.operator.reconcile import SimInstall, daemonset_rolled_out
 from gpu_conformance.sim.services.kube_client import Kube
 from gpu_conformance.verdict import CONFORMANT, INCOMPLETE, NOT_CONFORMANT
@@ -687,8 +688,6 @@ def _cp_deleted(ctx: FaultContext) -> None:
 # ---- node health and the container runtime (issue 8 items 1, 3, 4) ----------------------------------
 RUNTIME_DOWN_MESSAGE = ("container runtime is down, PLEG is not healthy: pleg was last seen active 3m4.512s ago; "
                         "threshold is 3m0s")
-NO_NVIDIA_RUNTIME = ('Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: '
-                     'no runtime for "nvidia" is configured')
 
 
 def _set_node_conditions(ctx: FaultContext, node: str, changes: dict[str, tuple[str, str, str]]) -> None:

@@ -407,7 +407,7 @@ def build(profile: Profile, namespace: str = "gpu-operator", gpu_nodes: list[str
     helm: list[Obj] = [{"apiVersion": "v1", "kind": "ServiceAccount",
                         "metadata": {"name": n, "namespace": namespace, "labels": _helm_labels(profile)}}
                        for n in ("gpu-operator", "node-feature-discovery")]
-    helm += [operator_deployment(profile, namespace), *nfd_objects(profile, namespace)]
+    helm += [operator_deployment(profile, namespace), *(nfd_objects(profile, namespace) if profile.nfd_enabled else [])]
     if cm := time_slicing_configmap(profile, namespace):
         helm.append(cm)
     cp = profile.has_clusterpolicy

@@ -11,6 +11,8 @@ is the kubelet and the programs for the operand side, in the order a real node g
   the node's capacity has a GPU resource; the other operands' `toolkit-validation` until the validator passed
   its toolkit stage (the toolkit-ready file). A stage that is not ready shows as kubelet shows it: that
   init container running (or crash-looping), the later ones waiting in PodInitializing (kubectl: Init:k/N);
+* the nvidia runtime handler: with the operator's toolkit, a fresh node has none until its toolkit pod first came
+  up, so runtimeClassName nvidia pods (validator, device plugin, GFD, ...) get no sandbox until then;
 * the device plugin's pod runs on a GPU node -> kubelet advertises the node's GPU resources; the pod is
   gone -> the resources become unallocatable (allocatable 0, capacity kept, as kubelet does when a plugin
   unregisters);
@@ -80,6 +82,10 @@ CUDA_FAILING = "cuda-failing"            # vectorAdd fails (GPU off the bus, dri
 # sandbox — the normal state of a node whose driver is not up yet.
 HANDLER_REMOVED = "handler-removed"
 HOST_FAULTS = (DRIVER_UNLOADABLE, RUNTIME_CLOBBERED, RUNTIME_MISSING, CUDA_FAILING, HANDLER_REMOVED)
+# A fresh node's toolkit pod is Ready as its container starts; the installer then writes containerd's config and
+# restarts containerd before the nvidia handler exists (~12 s on the kind tier's nodes, here shortened so that a
+# bring-up stays quick while pods created meanwhile still meet a node without it, as on kind).
+HANDLER_DELAY = 2.0
 # Init containers this loop runs (kwok-stages.yaml leaves every pod that has one to it).
 PLAYED_SUFFIX = "-validation"
 # Stage outcomes of one init container.
@@ -255,7 +261,7 @@ class OperandSim:
 
     def __init__(self, kube: Any, profile: Profile, namespace: str, workers: int = 8,
                  show_fresh_waiting: bool = True, watch: bool = False, logs_dir: Path | None = None,
-                 kubelet_events: bool = False) -> None:
+                 kubelet_events: bool = False, handler_delay: float = 0.0) -> None:
         self.kube = kube
         # Record kubelet's container events (Pulled/Created/Started, BackOff) as the loop moves containers on
         # (kubelet_events.py). Off by default: the fault matrix's expectations were set without them, and at the
@@ -279,6 +285,11 @@ class OperandSim:
         self.labelled: dict[tuple[str, str], str] = {}  # (node, operand key) -> pod uid
         self.crashed_drivers: set[str] = set()    # driver pod uids this loop made crash-loop
         self.published: dict[str, str] = {}       # node -> DRA kubelet plugin pod uid whose ResourceSlice is in
+        self.handler_nodes: set[str] = set()      # nodes whose toolkit wrote the nvidia runtime handler
+        self._toolkit_up: dict[str, float] = {}   # node -> when its toolkit pod was first seen Ready
+        self.handler_delay = handler_delay
+        self.clock = time.monotonic
+        self.evented: set[str] = set()            # kwok-run pods (uid) whose start events are recorded
         self.seeded = False
         self.pods: list[Obj] = []                  # what the last round listed
         self._plans: dict[str, inst.NodePlan] = {}
@@ -393,7 +404,9 @@ class OperandSim:
         if hosts != self._last_hosts or not self.seeded:
             dirty = None  # a host fault changed: every node is looked at again
             self._last_hosts = hosts
-        look = plans if dirty is None else {n: plans[n] for n in dirty if n in plans}
+        # Nodes whose toolkit came up and whose handler is due are looked at again without a change of theirs.
+        due = {n for n in self._toolkit_up if n not in self.handler_nodes}
+        look = plans if dirty is None else {n: plans[n] for n in dirty | due if n in plans}
         per_node: dict[str, list[Obj]] = {}
         for p in self.pods:
             node = p["spec"].get("nodeName") or ""
@@ -411,13 +424,30 @@ class OperandSim:
             actions += self._programs(v)
         if self.profile.dra and self.logs_dir is not None:
             actions += self._claim_pod_logs()
+        if self.kubelet_events:
+            actions += self._kwok_pod_events()
         if actions:
             with ThreadPoolExecutor(max_workers=min(self.workers, len(actions))) as pool:
                 list(pool.map(lambda f: f(), actions))
         return len(actions)
 
+    def _kwok_pod_events(self) -> list[Action]:
+        """kubelet's start events for the pods kwok runs (the operator's stand-in, NFD), once each."""
+        actions: list[Action] = []
+        for p in self.pods:
+            uid = p["metadata"].get("uid", "")
+            if uid in self.evented or played(p) or not _running(p):
+                continue
+            self.evented.add(uid)
+            objs = [kubelet_events.event_object(p, *e) for e in kubelet_events.kwok_started(p)]
+            actions.append(lambda objs=objs: [self.kube.create(o) for o in objs])
+        return actions
+
     def _seed(self, v: _Node) -> None:
         """What an earlier loop (the install's, or this process before a restart) already did stays done."""
+        if v.toolkit_ready() or any(_running(p) and p["spec"].get("runtimeClassName") == "nvidia"
+                                    for pods in v.by_app.values() for p in pods):
+            self.handler_nodes.add(v.name)  # the toolkit came up here before: its handler is in containerd
         cap = (v.node.get("status") or {}).get("capacity") or {}
         dp = v.running(op.DEVICE_PLUGIN.daemonset)
         if dp is not None and any(k in cap for k in v.plan.gpu_resources):
@@ -481,10 +511,31 @@ class OperandSim:
                     actions.append(self._write_status(pod, want, events=self.kubelet_events))
         return actions
 
+    def _has_handler(self, v: _Node) -> bool:
+        """Whether the node's containerd has the `nvidia` runtime handler that runtimeClassName nvidia pods need.
+
+        With the operator's toolkit, a fresh node has none until its toolkit came up: its container starts (the
+        pod is Ready, it has no probe), the installer writes containerd's config and restarts containerd
+        (handler_delay later; ~12 s on the kind tier's nodes). Until then every such pod gets
+        FailedCreatePodSandBox, 'no runtime for "nvidia" is configured', as on the kind tier. Without the
+        operator's toolkit the host provides it. Host faults: missing for good, or removed until the toolkit is
+        Ready again."""
+        if RUNTIME_MISSING in v.host:
+            return False
+        if self.need_toolkit_pod and v.toolkit_ready():
+            if v.name not in self.handler_nodes:
+                since = self._toolkit_up.setdefault(v.name, self.clock())
+                if self.clock() - since < self.handler_delay:
+                    return False
+                self.handler_nodes.add(v.name)
+            return True
+        if HANDLER_REMOVED in v.host:
+            return False
+        return v.name in self.handler_nodes or not self.need_toolkit_pod
+
     def _next_status(self, pod: Obj, v: _Node, actions: list[Action]) -> Obj:
         """The pod's status after this round: at most one more init container through, as a node runs them."""
-        if pod["spec"].get("runtimeClassName") == "nvidia" and (
-                RUNTIME_MISSING in v.host or (HANDLER_REMOVED in v.host and not v.toolkit_ready())):
+        if pod["spec"].get("runtimeClassName") == "nvidia" and not self._has_handler(v):
             return pod_states.no_sandbox(pod)
         app = (pod["metadata"].get("labels") or {}).get("app", "")
         inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
@@ -708,6 +759,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--operator-start-time", type=int, default=0)
     ap.add_argument("--logs-dir", default="", help="where claim pods' own logs go (the control plane's logs dir)")
     ap.add_argument("--kubelet-events", action="store_true", help="record kubelet's container events")
+    ap.add_argument("--handler-delay", type=float, default=HANDLER_DELAY,
+                    help="seconds from a fresh node's toolkit pod Ready to containerd's nvidia handler")
     a = ap.parse_args(argv)
     from kubernetes import config
 
@@ -715,7 +768,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     sim = OperandSim(Kube(config.new_client_from_config(config_file=a.kubeconfig)), get_profile(a.profile),
                      a.namespace, watch=True, logs_dir=Path(a.logs_dir) if a.logs_dir else None,
-                     kubelet_events=a.kubelet_events)
+                     kubelet_events=a.kubelet_events, handler_delay=a.handler_delay)
     pause = OperatorPause(sim.kube, a.namespace, a.operator_pid, a.operator_start_time) if a.operator_pid else None
     signal.signal(signal.SIGTERM, _on_term)
     started = False

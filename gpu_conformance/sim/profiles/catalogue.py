@@ -39,6 +39,8 @@ class Profile:
     dcgm_enabled: bool = False  # Helm default false (the Go default would be true)
     node_status_exporter_enabled: bool = False
     mig_manager_enabled: bool = True
+    # nfd.enabled (Helm): the NFD sub-chart. Off, the nodes still carry NFD's labels (put there another way).
+    nfd_enabled: bool = True
     cdi_enabled: bool | None = None
     nri_plugin_enabled: bool = False
     mig_strategy: str = "single"
@@ -174,10 +176,11 @@ _add(Profile(
     "v25.3.4 as the kind tier's CDI path installs it (sim/kind/operator.py clusterpolicy(\"cdi\")): "
     "driver.enabled=false on nodes with the driver on the host, the operator's container toolkit with cdi.enabled "
     "and cdi.default, "
-    "GFD, DCGM exporter, MIG manager and node status exporter off. The simulated side of the bring-up comparison "
+    "GFD, DCGM exporter, MIG manager and node status exporter off, nfd.enabled=false (the tier labels the nodes as "
+    "NFD would). The simulated side of the bring-up comparison "
     "(tests/test_bringup_order.py) runs the real operator with this profile and the kind tier's ClusterPolicy.",
     operator_version="v25.3.4", driver_enabled=False, gfd_enabled=False, dcgm_exporter_enabled=False,
-    mig_manager_enabled=False, node_status_exporter_enabled=False, cdi_enabled=True,
+    mig_manager_enabled=False, node_status_exporter_enabled=False, cdi_enabled=True, nfd_enabled=False,
     host_driver=True, host_driver_version=PROFILES["default"].driver_version,
     lacks=("nvidia-driver-daemonset (driver.enabled=false: the host's driver)",
            "gpu-feature-discovery, nvidia-dcgm-exporter, nvidia-mig-manager (switched off as on the kind tier)"),

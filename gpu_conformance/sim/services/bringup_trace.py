@@ -43,13 +43,19 @@ GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 GPU_RESOURCE = "nvidia.com/gpu"
 EVENT_KEYS = ("reason", "message", "type", "count", "firstTimestamp", "lastTimestamp", "source", "reportingComponent")
 STATUS_KEYS = ("phase", "conditions", "initContainerStatuses", "containerStatuses")
-# generateName's suffix alphabet (k8s.io/apimachinery/pkg/util/rand: no vowels, no 0/1/3): a pod name whose app is
-# not known from any poll still loses its suffix.
-_SUFFIX = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}$")
+# Names Kubernetes generates (k8s.io/apimachinery/pkg/util/rand's alphabet: no vowels, no 0/1/3): a pod's
+# generateName suffix of 5, a ReplicaSet's pod-template-hash of 6-10. A name no poll listed still loses them.
+_A = "[bcdfghjklmnpqrstvwxz2456789]"
+_POD_SUFFIX = re.compile(rf"(?:-{_A}{{6,10}})?-{_A}{{5}}$")
+_HASH_SUFFIX = re.compile(rf"-{_A}{{6,10}}$")
+_GENERATED_POD = re.compile(rf"(?<![\w.<-])([a-z][a-z0-9-]*?)(?:-{_A}{{6,10}})?-{_A}{{5}}(?![A-Za-z0-9-])")
+_GENERATED_RS = re.compile(rf"(?<![\w.<-])([a-z][a-z0-9-]*?)-{_A}{{6,10}}(?![A-Za-z0-9-])")
+_SANDBOX = re.compile(r"\b[0-9a-f]{64}\b")  # a container or sandbox id
 _UID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-# A generated pod name in a message no poll listed (e.g. a pod created and deleted between two polls).
-_GENERATED = re.compile(r"(?<![\w.<-])([a-z][a-z0-9-]*?)-[bcdfghjklmnpqrstvwxz2456789]{5}(?![\w-])")
+# Pods that are not a node's operands though they carry an `app` label: Helm's operator Deployment, which the
+# scheduler places on any node (the kind tier's control plane, a simulated GPU node).
+NOT_OPERANDS = frozenset({"gpu-operator"})
 
 
 class TraceError(ValueError):
@@ -112,26 +118,39 @@ def pod_milestones(pod: Obj) -> set[str]:
 def milestones(poll: Obj) -> dict[str, set[str]]:
     """GPU node (and CLUSTER) -> the milestones this poll shows reached.
 
-    Per node: every operand pod's (pods with an `app` label: the operator's DaemonSets and the cuda validator;
-    Helm's operator Deployment and NFD carry none) init containers, Ready and Succeeded; the node's allocatable
-    nvidia.com/gpu above 0. Cluster-wide: a ClusterPolicy in state ready.
+    Per node: every operand pod's (pods with an `app` label: the operator's DaemonSets and the cuda validator; NFD
+    carries none, Helm's operator Deployment is NOT_OPERANDS) init containers, Ready and Succeeded; the node's
+    allocatable nvidia.com/gpu above 0. Cluster-wide: a ClusterPolicy ready (clusterpolicy_ready).
     """
     gpus = gpu_nodes(poll)
     out: dict[str, set[str]] = {n: set() for n in gpus}
     for pod in poll.get("pods") or []:
-        if pod.get("app") and pod.get("node") in out:
+        if pod.get("app") and pod.get("app") not in NOT_OPERANDS and pod.get("node") in out:
             out[pod["node"]] |= pod_milestones(pod)
     for n in poll.get("nodes") or []:
         if n["name"] in out and _quantity((n.get("allocatable") or {}).get(GPU_RESOURCE, 0)) > 0:
             out[n["name"]].add(GPU_ALLOCATABLE)
-    out[CLUSTER] = {CLUSTERPOLICY_READY} if any((s or {}).get("state") == "ready"
-                                                 for s in poll.get("clusterpolicy") or []) else set()
+    out[CLUSTER] = {CLUSTERPOLICY_READY} if any(clusterpolicy_ready(s) for s in poll.get("clusterpolicy") or []) \
+        else set()
     return out
 
 
+def clusterpolicy_ready(status: Obj | None) -> bool:
+    """state ready and the Ready condition True: what the kind tier waits for.
+
+    The operator writes the state and the conditions in two writes; a state `ready` without Ready=True is one of
+    them alone. Both can also be `ready` for an instant before the operands are: a reconcile that reads a new
+    DaemonSet before the DaemonSet controller counted its nodes takes desiredNumberScheduled 0 for ready
+    (controllers/object_controls.go isDaemonSetReady at v25.3.4) — seen on the simulated cluster's quick control
+    plane. A Trace therefore times the cluster's milestones from the last time they were reached (it stayed so).
+    """
+    st = status or {}
+    return st.get("state") == "ready" and _true(st.get("conditions"), "Ready")
+
+
 def pod_app(name: str, apps: dict[str, str]) -> str:
-    """A pod's app: from the polls that listed it, else its name without generateName's suffix."""
-    return apps.get(name) or _SUFFIX.sub("", name)
+    """A pod's app: from the polls that listed it, else its name without the generated parts."""
+    return apps.get(name) or _POD_SUFFIX.sub("", name)
 
 
 def event_signature(event: Obj, apps: dict[str, str], node_names: Iterable[str]) -> str:
@@ -139,21 +158,25 @@ def event_signature(event: Obj, apps: dict[str, str], node_names: Iterable[str])
     node names -> <node>, uids -> <uid>, numbers (counts, durations, ports) -> <n>."""
     obj = event.get("object") or {}
     kind, name = obj.get("kind") or "", obj.get("name") or ""
-    who = pod_app(name, apps) if kind == "Pod" else name
+    who = pod_app(name, apps) if kind == "Pod" else _HASH_SUFFIX.sub("", name) if kind == "ReplicaSet" else name
     message = event.get("message") or ""
     names = {n: f"<{pod_app(n, apps)}>" for n in {*apps, *([name] if kind == "Pod" else [])}}
     names |= {n: "<node>" for n in node_names}
     for n in sorted(names, key=len, reverse=True):  # a longer name first: one may be a prefix of another
-        message = re.sub(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", names[n], message)
-    message = _GENERATED.sub(r"<\1>", message)
-    message = _NUMBER.sub("<n>", _UID.sub("<uid>", message))
+        message = re.sub(rf"(?<![\w.-]){re.escape(n)}(?![A-Za-z0-9-])", names[n], message)
+    message = _GENERATED_RS.sub(r"<\1>", _GENERATED_POD.sub(r"<\1>", message))
+    if event.get("reason") == "LeaderElection":
+        # The holder is the operator's host name and a random id (in a pod: the pod's name).
+        message = re.sub(r"^\S+ became leader$", "<holder> became leader", message)
+    message = _NUMBER.sub("<n>", _UID.sub("<uid>", _SANDBOX.sub("<id>", message)))
     return f"{kind} {who}: {event.get('reason') or ''}: {message}"
 
 
 # ---- a whole recording -------------------------------------------------------------------------------------------
 @dataclass
 class Trace:
-    """First-seen times over polls: node -> milestone -> t, and event signature -> t."""
+    """First-seen times over polls: node -> milestone -> t, and event signature -> t; the cluster's milestones
+    (the ClusterPolicy's ready) since they were last reached, if they still are at the last poll."""
 
     source: str = ""
     nodes: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -164,6 +187,7 @@ class Trace:
     end: float = 0.0
     _apps: dict[str, str] = field(default_factory=dict, repr=False)
     _node_names: set[str] = field(default_factory=set, repr=False)
+    _raw_events: dict[tuple[str, ...], tuple[Obj, float]] = field(default_factory=dict, repr=False)
 
     def add(self, poll: Obj) -> None:
         t = float(poll["t"])
@@ -174,11 +198,23 @@ class Trace:
         self._apps.update({p["name"]: p["app"] for p in poll.get("pods") or [] if p.get("name") and p.get("app")})
         self._node_names.update(n["name"] for n in poll.get("nodes") or [] if n.get("name"))
         for node, reached in milestones(poll).items():
-            seen = self.cluster if node == CLUSTER else self.nodes.setdefault(node, {})
+            if node == CLUSTER:
+                # Ready since the last time it became so: the operator can report ready for an instant before its
+                # operands are (clusterpolicy_ready), a bring-up is over when it stays ready.
+                self.cluster = {m: self.cluster.get(m, t) for m in reached}
+                continue
+            seen = self.nodes.setdefault(node, {})
             for m in reached:
                 seen.setdefault(m, t)
         for e in poll.get("events") or []:
-            self.events.setdefault(event_signature(e, self._apps, self._node_names), t)
+            obj = e.get("object") or {}
+            key = (obj.get("kind") or "", obj.get("name") or "", e.get("reason") or "", e.get("message") or "")
+            self._raw_events.setdefault(key, (e, t))
+        # Signed again with every pod name learnt so far: an event may name a pod before a poll listed it.
+        self.events = {}
+        for e, seen in self._raw_events.values():
+            sig = event_signature(e, self._apps, self._node_names)
+            self.events[sig] = min(seen, self.events.get(sig, seen))
 
     def node_view(self, node: str) -> dict[str, float]:
         """One GPU node's milestones with the cluster-wide ones (the ClusterPolicy's ready follows the node's)."""
@@ -332,10 +368,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.cmd == "derive":
         try:
             trace = trace_of(load_jsonl(Path(a.raw)), source=Path(a.raw).name)
+            Path(a.out).write_text(json.dumps(trace.to_json(), indent=1, sort_keys=True) + "\n")
         except TraceError as e:
             print(f"bringup_trace: {e}", file=sys.stderr)
             return 2
-        Path(a.out).write_text(json.dumps(trace.to_json(), indent=1, sort_keys=True) + "\n")
+        except OSError as e:
+            print(f"bringup_trace: {a.out}: cannot write ({e.strerror or e})", file=sys.stderr)
+            return 2
         return 0
     out = Path(a.out)
     with out.open("a") as f:
