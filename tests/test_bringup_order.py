@@ -279,9 +279,10 @@ def kind_traces() -> list[bt.Trace]:
 @pytest.mark.fast
 def test_the_committed_kind_traces_order_the_validation_chain() -> None:
     order = bo.learn(kind_traces())
-    # The toolkit writes containerd's nvidia handler before the validator gets a sandbox at all.
-    for a, b in ((f"{TK}/ready", f"{VAL}/driver-validation"), (f"{VAL}/toolkit-validation", bt.GPU_ALLOCATABLE),
-                 (f"{CUDA}/cuda-validation", f"{VAL}/cuda-validation"), (bt.GPU_ALLOCATABLE, bt.CLUSTERPOLICY_READY),
+    # The toolkit writes containerd's nvidia handler before the validator and device plugin get a sandbox at all.
+    for a, b in ((f"{TK}/ready", f"{VAL}/driver-validation"), (f"{TK}/ready", f"{DP}/toolkit-validation"),
+                 (f"{VAL}/driver-validation", bt.GPU_ALLOCATABLE),
+                 (f"{CUDA}/cuda-validation", f"{VAL}/cuda-validation"),
                  (f"{VAL}/toolkit-validation", bt.CLUSTERPOLICY_READY)):
         assert (a, b) in order.before, f"{a} before {b}"
 
