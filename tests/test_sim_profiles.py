@@ -22,6 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 EXPECTED_NA = {
     "host-driver": {"DRV-002"},          # no operator driver pod: the host provides the driver
     "preinstalled-driver": {"DRV-002"},  # driver detected on the host: the driver DaemonSet has no pods
+    # The kind tier's CDI path: host driver (no driver pod), GFD off (no GFD labels to judge), no NFD deployed.
+    "kind-cdi": {"DRV-002", "DPL-004", "DPL-005", "NFD-002"},
     # DRA models: GPUs are ResourceSlices, not the device plugin's resources; dra-driver has no GPUCluster.
     "dra-driver": {*(f"DPL-00{i}" for i in range(1, 9)), "OPR-008"},
     # gpucluster: no ClusterPolicy, so none of its operands (driver, toolkit, validator, device plugin, GFD).

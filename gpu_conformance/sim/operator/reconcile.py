@@ -357,10 +357,10 @@ def _converge(kube: Kube, sim: SimInstall, deadline: float, mark: Callable[[str]
     m = sim.manifests
     # Once: the install's node labels do not change while it converges (per round it was ~5% of the CPU).
     expected = {name: len(nodes) for name, nodes in inst.expected_daemonset_nodes(m).items()}
-    nfd_worker = inst.nfd_name("worker")
-    expected[nfd_worker] = len(m.nodes)
-    deployments = [op.OPERATOR_DEPLOYMENT, inst.nfd_name("master"), inst.nfd_name("gc"),
-                   *(d["metadata"]["name"] for d in m.deployments)]
+    nfd = [inst.nfd_name("master"), inst.nfd_name("gc")] if sim.profile.nfd_enabled else []
+    if sim.profile.nfd_enabled:
+        expected[inst.nfd_name("worker")] = len(m.nodes)
+    deployments = [op.OPERATOR_DEPLOYMENT, *nfd, *(d["metadata"]["name"] for d in m.deployments)]
     operands = OperandSim(kube, sim.profile, sim.namespace, show_fresh_waiting=False, watch=True)
     try:
         _converge_rounds(kube, sim, operands, expected, deployments, deadline)
