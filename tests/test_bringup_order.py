@@ -198,6 +198,21 @@ def test_the_poller_records_through_any_lister_and_a_failing_list_is_empty() -> 
     assert [listed(k)[0]["ns"] for k in bt.KINDS] == ["gpu-operator", None, None, "gpu-operator"]
 
 
+@pytest.mark.fast
+def test_the_kind_recorder_lists_through_kubectl_and_stops_on_its_stop_file(tmp_path: Path) -> None:
+    kubectl = tmp_path / "kubectl"
+    pods = json.dumps({"items": [{"metadata": {"name": "p", "labels": {"app": TK}}, "spec": {"nodeName": "w1"}}]})
+    kubectl.write_text("#!/bin/sh\n"  # kubectl --kubeconfig K get KIND [-n NS] -o json
+                       f"case $4 in pods) echo '{pods}' ;; clusterpolicies) exit 1 ;;\n"
+                       "*) echo '{\"items\": []}' ;; esac\n")
+    kubectl.chmod(0o755)
+    out = tmp_path / "rec.jsonl"
+    (tmp_path / "rec.jsonl.stop").touch()  # already asked to stop: one poll, the last one
+    assert bt.main(["record", str(out), "--kubeconfig", "k", "--kubectl", str(kubectl)]) == 0
+    polls = bt.load_jsonl(out)
+    assert polls[-1]["pods"][0]["app"] == TK and polls[-1]["clusterpolicy"] == []
+
+
 # ---- the order learnt from references, and a candidate held to it ----------------------------------------------------
 def _kind_refs() -> list[bt.Trace]:
     ev = (event("SuccessfulCreate", "DaemonSet", DP, f"Created pod: {DP}-2fgh7"),)
