@@ -1046,6 +1046,14 @@ def test_nightly_cronjob_reports_a_fault_between_two_nights_as_a_regression(kind
         second = nightly.run("night-2")
         out = nightly.copy_reports(tmp_path / "reports")
     finally:
+        # The withdrawn operands' pods gone first: an old validator pod still terminating runs its preStop
+        # (`rm -f /run/nvidia/validations/*-ready`, assets/state-operator-validation at v25.3.4) after the new
+        # validator on that node has validated, and the new device plugin then waits for toolkit-ready for good.
+        apps = ",".join(("nvidia-operator-validator", kindop.DEVICE_PLUGIN_DS, kindop.TOOLKIT_DS))
+        deadline = time.monotonic() + 180
+        while kind_cluster.kubectl("get", "pods", "-n", kindop.NAMESPACE, "-l", f"app in ({apps})",
+                                   "-o", "name").strip() and time.monotonic() < deadline:
+            time.sleep(2)
         # The operator objects as the tier installed them (server-side apply recreates the ClusterPolicy),
         # and the operands back before the next test.
         kind_cluster._install_operator_objects()
