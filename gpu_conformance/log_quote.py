@@ -20,6 +20,12 @@ its steps as separate programs ("toolkit install", "<runtime> setup|cleanup"). W
 fatal line (logrus `level=fatal msg="Error: ..."`) says why; the wrapper then logs "Shutting Down" and ends on
 "error running nvidia-toolkit: ...: error running <command> command: exit status N", which only says that it
 failed. The fatal line above is quoted instead.
+
+CUDA's samples (vectorAdd, which the validator's CUDA stage runs in its workload pod) print their banner on stdout
+and their error on stderr ("Failed to allocate device vector A (error code ...)!"), then exit. The container log
+holds the two streams as the runtime read them, so when the program fails at once the banner can come after the
+error (seen on the kind tier: the last line "[Vector addition of 50000 elements]"). The sample's error line is quoted
+wherever it is.
 """
 
 from __future__ import annotations
@@ -71,6 +77,10 @@ _TOOLKIT_WRAPPER = re.compile(r"error running nvidia-toolkit: .*error running .+
 _STEP_DEATH = re.compile(r"level=fatal\b")
 
 
+# A CUDA sample's error line (cuda-samples' checks: "Failed to <step> (error code <cudaGetErrorString>)!").
+_CUDA_SAMPLE_ERROR = re.compile(r"^Failed to .+ \(error code .+\)!?$")
+
+
 def _lines(log: str) -> list[str]:
     return [ln.strip() for ln in log.splitlines() if ln.strip()]
 
@@ -87,6 +97,9 @@ def telling_line(log: str) -> tuple[str, bool]:
     death = _go_death(lines)
     if death is not None:
         return death, True
+    sample = next((ln for ln in reversed(lines) if _CUDA_SAMPLE_ERROR.match(ln)), None)
+    if sample is not None:
+        return sample, sample != lines[-1]
     if _TOOLKIT_WRAPPER.search(lines[-1]):
         step = next((ln for ln in reversed(lines[:-1]) if _STEP_DEATH.search(ln)), None)
         if step is not None:

@@ -409,6 +409,20 @@ def test_cuda_validator_failed():
     assert f.kubectl.endswith(f"logs {pod['metadata']['name']} -c cuda-validation")
 
 
+def test_cuda_validator_failure_quotes_vectoradds_error_above_its_banner():
+    # vectorAdd's banner (stdout) and error (stderr) reach the log in the order the runtime read the two streams:
+    # on a quick failure the banner can be last (kind tier, NVIDIA's validator v25.3.4). The error is the quote.
+    snap = healthy_snapshot()
+    pod = pod_for(snap, CUDA, "gpu-node-2")
+    fail_pod(pod, "cuda-validation", exit_code=1, snapshot=snap, log="Failed to allocate device vector A "
+             "(error code CUDA driver version is insufficient for CUDA runtime version)!\n"
+             "[Vector addition of 50000 elements]")
+    f = assert_only_node_fails("DRV-005", snap, node="gpu-node-2")
+    assert 'error in its log: "Failed to allocate device vector A (error code CUDA driver version is insufficient' \
+        in f.message, f.message
+    assert "Vector addition" not in f.message
+
+
 def test_cuda_validator_crashlooping():
     snap = healthy_snapshot()
     pod = pod_for(snap, CUDA, N1)
