@@ -116,7 +116,16 @@ def test_api_requests_do_not_grow_with_nodes(tmp_path: Path) -> None:
     small = run_suite("default", [], {"no_probe": True}, tmp_path / "small", gpu_nodes=3)
     large = run_suite("default", [], {"no_probe": True}, tmp_path / "large", gpu_nodes=30)
     assert large["cluster"]["gpu_nodes"] == 30 and large["verdict"] == small["verdict"] == "INCOMPLETE"
-    assert large["cluster"]["requests"] == small["cluster"]["requests"], (small["cluster"], large["cluster"])
+    counts = ({small["cluster"]["requests"]}, {large["cluster"]["requests"]})
+    if counts[0] != counts[1]:
+        # The count is of requests sent, retries included: on loaded cores a read may retry one (a clean-clone CI
+        # run saw 35 against 34, the small cluster's read taking 1.0 s against 0.1 s). Growth with nodes shows in
+        # every read, a retry in one: each side is read once more and the fewest requests compared.
+        counts[0].add(run_suite("default", [], {"no_probe": True}, tmp_path / "small2", gpu_nodes=3)
+                      ["cluster"]["requests"])
+        counts[1].add(run_suite("default", [], {"no_probe": True}, tmp_path / "large2", gpu_nodes=30)
+                      ["cluster"]["requests"])
+    assert min(counts[1]) == min(counts[0]), (counts, small["cluster"], large["cluster"])
 
 
 def test_probe_cleans_up_on_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
