@@ -83,12 +83,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Tests marked `sim` need the binaries: build them once (first time ~10 min), skip only without Go.
 
     Tests marked `kind` need Docker (or root to start a dockerd of their own) and debootstrap, else skip with the
-    reason.
+    reason. Tests marked `realop` need root and the real operator's binary (built once), else skip with the reason.
     """
     if item.get_closest_marker("kind") is not None:
         _kind_setup()
-    if item.get_closest_marker("sim") is None:
-        return
+    if item.get_closest_marker("sim") is not None:
+        _sim_setup()
+    if item.get_closest_marker("realop") is not None:
+        _realop_setup()
+
+
+def _sim_setup() -> None:
     if "error" not in _binaries:
         from gpu_conformance.go_build import GoNotFoundError
         from gpu_conformance.sim.builds.binaries import ensure_binaries
@@ -100,6 +105,23 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             _binaries["error"] = str(e)
     if _binaries["error"]:
         pytest.skip(f"simulated cluster binaries not available: {_binaries['error']}")
+
+
+def _realop_setup() -> None:
+    if "realop" not in _binaries:
+        import os
+
+        from gpu_conformance.errors import ConformanceError
+        from gpu_conformance.sim.builds import operator_module
+
+        _binaries["realop"] = "" if os.geteuid() == 0 else "it needs root (a private mount namespace)"
+        if not _binaries["realop"]:
+            try:
+                operator_module.ensure_binary()
+            except ConformanceError as exc:
+                _binaries["realop"] = f"it cannot be built here: {exc}"
+    if _binaries["realop"]:
+        pytest.skip(f"the real operator cannot run: {_binaries['realop']}")
 
 
 def _kind_setup() -> None:

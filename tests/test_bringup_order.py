@@ -325,16 +325,8 @@ def test_the_kind_profile_switches_the_operands_as_the_kind_clusterpolicy_does()
 @pytest.mark.sim
 @pytest.mark.realop
 def test_the_simulated_bringup_holds_to_the_kind_recordings(tmp_path: Path) -> None:
-    from gpu_conformance.sim.builds import operator_module
-    from gpu_conformance.sim.builds.binaries import binaries_available
     from gpu_conformance.sim.kind.bringup import ALLOWED_DIFFERENCES, sim_bringup
 
-    if not binaries_available():
-        pytest.skip("simulated cluster binaries not built")
-    try:
-        operator_module.ensure_binary()
-    except operator_module.OperatorModuleError as exc:
-        pytest.skip(f"the real operator cannot be built here: {exc}")
     order = bo.learn(kind_traces())
     t0 = time.monotonic()
     sim = sim_bringup(raw=tmp_path / "sim.jsonl")

@@ -27,19 +27,6 @@ DIFFERENTIAL = (ALL_DIFFERENTIAL if os.environ.get("GPU_CONFORMANCE_DIFFERENTIAL
                 else [n for n in ALL_DIFFERENTIAL if n in CI_SUBSET])
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _real_operator_built() -> None:
-    from gpu_conformance.sim.builds import operator_module
-    from gpu_conformance.sim.builds.binaries import binaries_available
-
-    if not binaries_available():
-        pytest.skip("simulated cluster binaries not built")
-    try:
-        operator_module.ensure_binary()
-    except operator_module.OperatorModuleError as exc:
-        pytest.skip(f"the real operator cannot be built here: {exc}")
-
-
 def verdicts(data: dict[str, Any]) -> dict[str, Any]:
     """What must agree: the verdict, the cluster blocker, and per node its root cause and layer outcomes."""
     blocker = data["cluster_blocker"]

@@ -9,7 +9,6 @@ validates was ready (read from a watch of every write, ordered by resourceVersio
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,14 +31,6 @@ def booted(request: pytest.FixtureRequest) -> Iterator[tuple[Any, str]]:
     from gpu_conformance.sim.session import start_sim
 
     operator = request.param
-    if operator == "real":
-        from gpu_conformance.sim.builds import operator_module
-        if os.geteuid() != 0:
-            pytest.skip("the real operator needs root (private mount namespace)")
-        try:
-            operator_module.ensure_binary()
-        except operator_module.OperatorModuleError as exc:
-            pytest.skip(f"the real operator cannot be built here: {exc}")
     b = start_sim(profile="v25.3", gpu_nodes=1, cpu_nodes=1, quiet=True, operator=operator)
     try:
         yield b, operator

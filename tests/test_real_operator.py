@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from gpu_conformance.errors import ConformanceError, UsageError
+from gpu_conformance.errors import UsageError
 from gpu_conformance.sim.builds import operator_module
 from gpu_conformance.sim.controlplane.cluster import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
 from gpu_conformance.sim.operator import real_operator
@@ -142,15 +142,8 @@ def test_gfd_labels_while_its_pod_runs() -> None:
 @pytest.mark.sim
 @pytest.mark.realop
 def test_real_operator_cluster_is_conformant_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    from gpu_conformance.sim.builds.binaries import binaries_available
     from gpu_conformance.sim.session import start_sim
 
-    if not binaries_available():
-        pytest.skip("simulated cluster binaries not built")
-    try:
-        operator_module.ensure_binary()
-    except ConformanceError as exc:
-        pytest.skip(f"the real operator cannot be built here: {exc}")
     booted = start_sim(operator="real", gpu_nodes=2, cpu_nodes=1, quiet=True, state_dir=tmp_path / "state")
     try:
         pids = json.loads((tmp_path / "state" / "pids.json").read_text())["processes"]
