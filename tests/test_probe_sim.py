@@ -291,6 +291,9 @@ def test_probe_logs_are_read_with_a_byte_bound_and_stored_once(sim: Any, tmp_pat
 
 def test_busy_and_cordoned_nodes_are_said_not_failed_and_sampling_is_plain(
         sim: Any, admin: Kube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The earlier tests' probe pods hold a GPU each until their namespaces' deletion removed them (longer on a
+    # loaded machine): counted here, they would be a ninth GPU in use on gpu-node-1.
+    wait_for(lambda: not admin.list("Pod", label_selector=RUN_LABEL), "earlier probes' pods gone")
     admin.patch("Node", "gpu-node-0", {"spec": {"unschedulable": True}})
     alloc = admin.get("Node", "gpu-node-1")["status"]["allocatable"]["nvidia.com/gpu"]
     admin.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "training", "namespace": "default"},
