@@ -29,6 +29,8 @@ _binaries: dict[str, str | None] = {}
 # `pytest --tiers=slow` runs the rest: the fault matrix and profiles on simulated clusters, the real operator,
 # kind, scale. `--tiers=all` runs both in one session. A test is slow when it carries one of these
 # marks (it boots something) or is marked `slow` itself (measured: it takes long without booting a cluster).
+# The worker input key by which the controller tells its workers that it schedules by group.
+LOADGROUP_INPUT = "gpu_conformance_loadgroup"
 SLOW_MARKS = ("sim", "realop", "kind", "slow")
 TIERS = ("fast", "slow", "all")
 
@@ -50,6 +52,17 @@ def pytest_configure(config: pytest.Config) -> None:
     # as safe as `-n N --dist loadgroup`.
     if config.pluginmanager.hasplugin("xdist"):
         config.option.dist = dist_mode(config.getoption("numprocesses"), config.getoption("dist"))
+        # A worker decides whether to tag its test ids with their group from its own command line's --dist, before
+        # this hook runs (xdist 3.8, remote.setup_config): with `-n` alone the controller scheduled by group but the
+        # workers sent untagged ids, so every test was a unit of its own and the kind tier's tests were split over
+        # both workers. The controller says so in the worker's input (below).
+        if getattr(config, "workerinput", {}).get(LOADGROUP_INPUT):
+            config.option.loadgroup = True
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without it
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput[LOADGROUP_INPUT] = node.config.getoption("dist") == "loadgroup"
 
 
 def _module_fixtures(item: pytest.Item) -> list[str]:

@@ -70,3 +70,27 @@ def test_the_real_tree_is_grouped_as_declared(tmp_path: Path) -> None:
     assert {of[n] for n in of if n.startswith("tests/test_probe_sim.py")} <= {"tests/test_probe_sim.py", None}
     assert {of[n] for n in of if n.startswith("tests/test_verdict.py")} == {None}
     assert {of[n] for n in of if n.startswith("tests/test_differential.py")} == {None}
+
+
+# Tests that only say which worker ran them, when a run of test_a_group_runs_on_one_worker asks them to.
+_WHERE = os.environ.get("GPU_CONFORMANCE_WORKER_PROBE")
+
+
+@pytest.mark.xdist_group("worker-probe")
+@pytest.mark.parametrize("n", range(6))
+def test_worker_probe(n: int) -> None:
+    if _WHERE:
+        (Path(_WHERE) / str(n)).write_text(os.environ.get("PYTEST_XDIST_WORKER", "main"))
+
+
+def test_a_group_runs_on_one_worker(tmp_path: Path) -> None:
+    """`-n 2` alone, as the README runs it: the six tests of one group on one worker, not only marked so on the
+    controller (they were spread over both workers until the workers were told)."""
+    pytest.importorskip("xdist")
+    env = {**os.environ, "GPU_CONFORMANCE_WORKER_PROBE": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
+                           "tests/test_parallel.py", "-k", "test_worker_probe"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=False, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    workers = {p.read_text() for p in tmp_path.iterdir()}
+    assert len(list(tmp_path.iterdir())) == 6 and len(workers) == 1, workers
