@@ -297,6 +297,16 @@ class Poller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start = 0.0
+        self._marks: list[Obj] = []
+        self._marks_lock = threading.Lock()
+
+    def mark(self, name: str, **data: Any) -> float:
+        """Note a moment (a fault played, its mend): the next poll that starts after it carries
+        `"marks": [{"name", "t", **data}]`, t on the polls' clock. Returns that t."""
+        t = round(time.monotonic() - self._start, 2)
+        with self._marks_lock:
+            self._marks.append({"name": name, "t": t, **data})
+        return t
 
     def _list(self, kind: str) -> list[Obj]:
         try:
@@ -306,8 +316,12 @@ class Poller:
 
     def poll_once(self) -> Obj:
         begun = time.monotonic()
+        with self._marks_lock:  # taken as the poll begins: a mark noted while it lists goes with the next one
+            marks, self._marks = self._marks, []
         objs = {k: self._list(k) for k in KINDS}
         rec = raw_poll(begun - self._start, objs["pods"], objs["nodes"], objs["clusterpolicies"], objs["events"])
+        if marks:
+            rec["marks"] = marks
         self.polls.append(rec)
         if self.sink is not None:
             self.sink(rec)
