@@ -47,6 +47,11 @@ CREATE = event("SuccessfulCreate", "DaemonSet", VAL, f"Created pod: {VAL}-new1")
 
 def driver_gone(step: float = 2.0, cp_lost_poll: int = 3, dp_kept: bool = False, mend: bool = False,
                 extra: tuple[Obj, ...] = (), source: str = "") -> ft.FaultTrace:
+    return ft.fault_trace_of(driver_gone_polls(step, cp_lost_poll, dp_kept, mend, extra), source=source)
+
+
+def driver_gone_polls(step: float = 2.0, cp_lost_poll: int = 3, dp_kept: bool = False, mend: bool = False,
+                      extra: tuple[Obj, ...] = ()) -> list[Obj]:
     """w1 broken at step/2 (the mark on the poll at `step`): its validator and plugin restarted and waiting, its GPUs
     unallocatable; the ClusterPolicy notReady from poll `cp_lost_poll` on; w2 untouched."""
     before = fpoll(0, healthy("w1") + healthy("w2"), {"w1": "2", "w2": "2"}, "ready", [OLD])
@@ -62,8 +67,8 @@ def driver_gone(step: float = 2.0, cp_lost_poll: int = 3, dp_kept: bool = False,
                            [{"name": ft.FAULT, "t": step / 2, "node": "w1"}] if i == 1 else None))
     if mend:
         polls.append(fpoll(6 * step, healthy("w1") + healthy("w2"), {"w1": "2", "w2": "2"}, "ready",
-                           marks=[{"name": ft.MEND, "t": 6 * step}]))
-    return ft.fault_trace_of(polls, source=source)
+                           marks=[{"name": ft.MEND, "t": 6 * step - 1, "node": "w1"}]))
+    return polls
 
 
 # ---- what a fault trace holds --------------------------------------------------------------------------------------
@@ -94,6 +99,11 @@ def test_a_fault_trace_from_the_mark_per_node_with_the_cluster_and_the_new_event
                             f"DaemonSet {VAL}: SuccessfulCreate: Created pod: <{VAL}>": 3.0}
     # The mend mark ends the fault: what follows it is not part of it.
     assert driver_gone(mend=True).to_json() == trace.to_json()
+    # From the mend mark on, the recovery reads the same way: what the broken node got back is new since then.
+    mended = ft.fault_trace_of(driver_gone_polls(mend=True), mark=ft.MEND)
+    assert mended.broken == "w1" and mended.polls == 1 and mended.end == 1.0
+    assert mended.nodes["w1"][f"new {VAL}/ready"] == 1.0 and mended.nodes[bt.CLUSTER] == {
+        f"new {bt.CLUSTERPOLICY_READY}": 1.0, "lost state=notReady": 1.0, "new state=ready": 1.0}
     assert ft.FaultTrace.from_json(json.loads(json.dumps(trace.to_json()))).to_json() == trace.to_json()
 
 
@@ -184,20 +194,46 @@ def test_a_change_missing_one_not_in_the_references_and_an_inversion_fail_in_one
 
 
 # ---- the committed kind traces and the sim side ----------------------------------------------------------------
-def kind_fault_traces() -> list[ft.FaultTrace]:
-    return [ft.load_fault_trace(p) for p in sorted(DATA.glob("kind-cdi-driver-gone-*.json"))]
+def kind_fault_traces(mark: str = ft.FAULT) -> list[ft.FaultTrace]:
+    """The kind recordings' traces from the fault (kind-cdi-driver-gone-runN.json) or from the mend (-mend)."""
+    paths = sorted(DATA.glob("kind-cdi-driver-gone-run*.json"))
+    return [ft.load_fault_trace(p) for p in paths if p.stem.endswith("-mend") == (mark == ft.MEND)]
+
+
+@pytest.mark.fast
+def test_the_committed_kind_traces_show_what_a_gone_driver_takes_and_its_mend_gives_back() -> None:
+    fault = ft.learn(kind_fault_traces())
+    broken, healthy = fault.roles[ft.BROKEN].milestones, fault.roles[ft.HEALTHY].milestones
+    # The broken node: the restarted validator waits in driver-validation, its plugin in toolkit-validation (the
+    # validator's preStop removed toolkit-ready), kubelet makes the GPUs unallocatable; the toolkit and the old cuda
+    # validator pod stay; the operator marks the ClusterPolicy notReady. Nothing comes back.
+    assert {f"lost {VAL}/driver-validation", f"lost {VAL}/ready", f"lost {DP}/toolkit-validation", f"lost {DP}/ready",
+            f"lost {bt.GPU_ALLOCATABLE}", f"kept {TK}/ready", f"kept {CUDA}/succeeded",
+            f"lost {bt.CLUSTERPOLICY_READY}", "new state=notReady"} <= broken
+    assert not any(c.startswith(("back ", "new nvidia", "new node")) for c in broken)
+    # The other node keeps every milestone it had.
+    own = [c for c in healthy if bt.CLUSTERPOLICY_READY not in c and f"{ft.STATE}=" not in c]
+    assert len(own) == 12 and all(c.startswith("kept ") for c in own), own
+    assert f"Pod {VAL}: Killing: Stopping container {VAL}" in fault.roles[ft.BROKEN].events_required
+    mend = ft.learn(kind_fault_traces(ft.MEND)).roles[ft.BROKEN]
+    assert {f"new {VAL}/ready", f"new {bt.GPU_ALLOCATABLE}", f"new {bt.CLUSTERPOLICY_READY}"} <= mend.milestones
+    assert (f"new {VAL}/driver-validation", f"new {bt.CLUSTERPOLICY_READY}") in mend.before
+    # The mended validator replaces the node's cuda validator pod: gone a while, then completed again.
+    assert {f"lost {CUDA}/succeeded", f"back {CUDA}/succeeded"} <= mend.milestones
+    assert f"Pod {CUDA}: Started: Container started" in mend.events_required
 
 
 @pytest.mark.sim
 @pytest.mark.realop
 def test_the_simulated_driver_gone_fault_holds_to_the_kind_recordings(tmp_path: Path) -> None:
-    from gpu_conformance.sim.kind.driver_gone import ALLOWED_DIFFERENCES, sim_driver_gone
+    from gpu_conformance.sim.kind.driver_gone import ALLOWED_DIFFERENCES, MEND_ALLOWED_DIFFERENCES, sim_driver_gone
 
-    order = ft.learn(kind_fault_traces())
     t0 = time.monotonic()
-    sim = sim_driver_gone(raw=tmp_path / "sim.jsonl")
-    (tmp_path / "sim-trace.json").write_text(json.dumps(sim.to_json(), indent=1, sort_keys=True))
-    print(f"simulated driver-gone fault recorded in {time.monotonic() - t0:.0f} s ({sim.polls} polls since the "
-          f"fault); trace: {tmp_path / 'sim-trace.json'}")
-    msg = ft.report(order, sim, ALLOWED_DIFFERENCES)
-    assert not msg, msg
+    polls = sim_driver_gone()
+    (tmp_path / "sim.jsonl").write_text("".join(json.dumps(p) + "\n" for p in polls))
+    print(f"simulated driver-gone fault and mend recorded in {time.monotonic() - t0:.0f} s: {tmp_path / 'sim.jsonl'}")
+    msgs = []
+    for mark, allowed in ((ft.FAULT, ALLOWED_DIFFERENCES), (ft.MEND, MEND_ALLOWED_DIFFERENCES)):
+        sim = ft.fault_trace_of(polls, source=f"the simulated driver-gone fault, from its {mark}", mark=mark)
+        msgs.append(ft.report(ft.learn(kind_fault_traces(mark)), sim, allowed))
+    assert not any(msgs), "\n".join(m for m in msgs if m)

@@ -19,13 +19,14 @@ nodes' traces (each a bringup_trace.Trace whose milestones are the changes above
 node's), so `learn` tells what every reference agrees on (the same changes, the same order of changes, the same
 events) and `differences` how a candidate differs.
 
-    python -m gpu_conformance.sim.services.fault_trace derive OUT.json IN.jsonl
+A MEND mark's trace (`mark=MEND`) is the recovery's, read the same way.
+
+    python -m gpu_conformance.sim.services.fault_trace derive OUT.json IN.jsonl [--mark mend]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +40,9 @@ from gpu_conformance.sim.services.bringup_trace import (
     TraceError,
     event_signature,
     gpu_nodes,
-    load_jsonl,
+    load_derived,
     milestones,
+    write_derived,
 )
 
 Obj = dict[str, Any]
@@ -138,15 +140,16 @@ def _held(poll: Obj, gpu: Iterable[str]) -> dict[str, set[str]]:
     return out
 
 
-def fault_trace_of(polls: Sequence[Obj], source: str = "") -> FaultTrace:
-    """The fault trace of a recording with a FAULT mark (and maybe a MEND mark after it)."""
-    start = next((i for i, p in enumerate(polls) if mark_of(p, FAULT)), None)
+def fault_trace_of(polls: Sequence[Obj], source: str = "", mark: str = FAULT) -> FaultTrace:
+    """The trace from the poll carrying `mark` (FAULT; MEND: the recovery after it) up to the next marked poll or
+    the last one; the node the mark names is the broken one."""
+    start = next((i for i, p in enumerate(polls) if mark_of(p, mark)), None)
     if start is None:
-        raise TraceError(f"{source or 'the recording'}: no poll carries a '{FAULT}' mark")
+        raise TraceError(f"{source or 'the recording'}: no poll carries a '{mark}' mark")
     if start == 0:
-        raise TraceError(f"{source or 'the recording'}: no poll before the '{FAULT}' mark (the state it broke)")
-    fault = mark_of(polls[start], FAULT) or {}
-    stop = next((i for i, p in enumerate(polls) if i > start and mark_of(p, MEND)), len(polls))
+        raise TraceError(f"{source or 'the recording'}: no poll before the '{mark}' mark (the state it changed)")
+    fault = mark_of(polls[start], mark) or {}
+    stop = next((i for i, p in enumerate(polls) if i > start and p.get("marks")), len(polls))
     before, during = polls[start - 1], polls[start:stop]
     t0 = float(fault.get("t", during[0]["t"]))
     gpu = sorted({n for p in (before, *during) for n in gpu_nodes(p)})
@@ -178,12 +181,8 @@ def fault_trace_of(polls: Sequence[Obj], source: str = "") -> FaultTrace:
 
 def load_fault_trace(path: Path) -> FaultTrace:
     """A derived fault trace (.json) or a raw recording with a fault mark (.jsonl), by the file's suffix."""
-    if path.suffix == ".jsonl":
-        return fault_trace_of(load_jsonl(path), source=path.name)
-    try:
-        return FaultTrace.from_json(json.loads(path.read_text()))
-    except (OSError, json.JSONDecodeError) as e:
-        raise TraceError(f"{path}: not a derived fault trace ({e})") from None
+    return load_derived(path, lambda polls, source: fault_trace_of(polls, source=source), FaultTrace.from_json,
+                        "fault trace")
 
 
 # ---- what every reference agrees on, and a candidate held to it ---------------------------------------------------
@@ -249,17 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     der = sub.add_parser("derive", help="the changes since the fault and the events it left")
     der.add_argument("out")
     der.add_argument("raw")
+    der.add_argument("--mark", default=FAULT, help=f"from which mark ({FAULT}, or {MEND}: the recovery)")
     a = ap.parse_args(argv)
-    try:
-        trace = fault_trace_of(load_jsonl(Path(a.raw)), source=Path(a.raw).name)
-        Path(a.out).write_text(json.dumps(trace.to_json(), indent=1, sort_keys=True) + "\n")
-    except TraceError as e:
-        print(f"fault_trace: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"fault_trace: {a.out}: cannot write ({e.strerror or e})", file=sys.stderr)
-        return 2
-    return 0
+    return write_derived(Path(a.out), Path(a.raw),
+                         lambda polls, source: fault_trace_of(polls, source=source, mark=a.mark), "fault_trace")
 
 
 if __name__ == "__main__":
