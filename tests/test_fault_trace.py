@@ -153,6 +153,29 @@ def test_settled_is_nothing_new_for_the_quiet_time() -> None:
     assert not ft.settled(moved, 2)
 
 
+@pytest.mark.fast
+def test_a_recording_waits_for_the_policy_state_and_nothing_new(monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_conformance.errors import ConformanceError
+    from gpu_conformance.sim.kind import driver_gone as dg
+
+    state = ["notReady"]
+    objs = {"clusterpolicies": lambda: [{"status": {"state": state[0]}}]}
+    poller = bt.Poller(lambda kind: objs[kind]() if kind in objs else [], interval=0.02).start()
+    try:
+        assert dg.wait_steady(poller, 0.0, 0.1, "notReady", timeout=5, period=0.02)
+        assert not dg.wait_steady(poller, 0.0, 0.1, "ready", timeout=0.3, period=0.02)  # the wrong state
+    finally:
+        poller.stop()
+
+    def no_kind(out: Path, **kw: Any) -> None:
+        raise ConformanceError("another kind tier is running on this machine")
+
+    monkeypatch.setattr(dg, "record_kind", no_kind)
+    assert dg.main(["record", "x.jsonl"]) == 2
+    assert capsys.readouterr().err == "driver_gone: another kind tier is running on this machine\n"
+
+
 # ---- the comparison --------------------------------------------------------------------------------------------------
 def refs() -> list[ft.FaultTrace]:
     return [driver_gone(source="kind-1"), driver_gone(step=3.0, source="kind-2")]

@@ -60,13 +60,14 @@ def _steady(polls: list[Obj], since: float, quiet: float, state: str) -> bool:
     return bool(cps) and cps[0].get("state") == state and settled(after, quiet)
 
 
-def wait_steady(poller: Poller, since: float, quiet: float, state: str, timeout: float) -> bool:
-    """Until the polls since `since` show the ClusterPolicy in `state` and nothing new for `quiet` s."""
+def wait_steady(poller: Poller, since: float, quiet: float, state: str, timeout: float, period: float = 1.0) -> bool:
+    """Until the polls since `since` show the ClusterPolicy in `state` and nothing new for `quiet` s (looked at
+    every `period` s); False when `timeout` s passed first."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if _steady(list(poller.polls), since, quiet, state):
             return True
-        time.sleep(1.0)
+        time.sleep(period)
     return False
 
 

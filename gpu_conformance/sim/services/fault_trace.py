@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +203,10 @@ class FaultOrder:
 def learn(references: Sequence[FaultTrace]) -> FaultOrder:
     """The changes, their order and the events every reference agrees on, per role."""
     split = [r.roles() for r in references]
-    return FaultOrder({role: bo.learn([s[role] for s in split]) for role in (BROKEN, HEALTHY)})
+    orders = {role: bo.learn([s[role] for s in split]) for role in (BROKEN, HEALTHY)}
+    # A kept milestone is at 0 by definition: "after kept M" says nothing and would crowd every message.
+    return FaultOrder({role: replace(o, before=frozenset((a, b) for a, b in o.before if not a.startswith(KEPT)))
+                       for role, o in orders.items()})
 
 
 def differences(order: FaultOrder, candidate: FaultTrace) -> list[str]:
