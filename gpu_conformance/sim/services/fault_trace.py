@@ -4,15 +4,16 @@ come back, and which events the fault leaves.
 The recording is a bring-up recording's polls (bringup_trace.py's raw format) with a mark: the poller's
 `mark("fault", node=...)` puts `"marks": [{"name": "fault", "t": ..., "node": <the broken node>}]` on the first
 poll after it (optionally a later `mark("mend")`). `fault_trace_of` derives, per GPU node, relative to the fault
-(t = seconds since the mark) and up to the mend or the last poll:
+(t = seconds since the mark) and up to the next marked poll (the mend) or the last one:
 
 * `kept M`  (t 0): held in the poll before the fault and in every poll after it;
 * `lost M`: held before the fault, first seen missing at t;
 * `back M`: lost, then held again since t up to the end (a lost M without a back: gone at the end);
 * `new M`: not held before the fault, held since t up to the end;
 
-the ClusterPolicy's as the pseudo-node CLUSTER (its ready as a milestone; `state S`: its state at the end, held
-since t), and the signatures (bringup_trace.event_signature) of the events that are new or repeated since the fault.
+the ClusterPolicy's as the pseudo-node CLUSTER (its ready, and its state as the milestone `state=S`: e.g.
+`new state=notReady`), and the signatures (bringup_trace.event_signature) of the events that are new since the
+fault or repeated (their count or last time moved on).
 
 The comparison reuses bringup_order per role: `roles` splits a fault trace into the broken node's and the other GPU
 nodes' traces (each a bringup_trace.Trace whose milestones are the changes above; the events go with the broken
