@@ -1,15 +1,16 @@
 """The driver-gone fault on both sides, recorded as a fault trace (sim/services/fault_trace.py): one GPU worker's
 driver disappears and its validator and device plugin pods restart, as after a reboot.
 
-On the kind tier (tests/test_kind.py's driver-gone test plays the same steps) the fake GPU table is moved away
-under the node's driver root, so the host's nvidia-smi fails; on the simulated cluster the operand side is told
-the host's driver does not load (operand_loop.DRIVER_UNLOADABLE), which holds driver-validation the same way. The
-pods are deleted on both alike. `record_kind` records one kind run (polls from a little before the fault until
-it is steady, then the mend until the ClusterPolicy is ready again); `sim_driver_gone` plays it (and its mend) on the
-simulated cluster with the real operator v25.3.4 and the kind tier's ClusterPolicy (as sim_bringup does) and
-returns its polls. tests/test_fault_trace.py holds the simulated one to the kind traces in tests/data/faults/.
+On the kind tier (break_on_kind, mend_on_kind; tests/test_kind.py's driver-gone test plays the same) the fake
+GPU table is moved away under the node's driver root, so the host's nvidia-smi fails; on the simulated cluster the
+operand side is told the host's driver does not load (operand_loop.DRIVER_UNLOADABLE), which holds
+driver-validation the same way (the validator's WITH_WAIT loop: its init container keeps running). The pods are
+deleted on both alike. `record_kind` records one kind run (polls from a little before the fault until it is steady,
+then the mend until the ClusterPolicy is ready again); `sim_driver_gone` plays it (and its mend) on the simulated
+cluster with the real operator v25.3.4 and the kind tier's ClusterPolicy (as sim_bringup does) and returns its
+polls. tests/test_fault_trace.py holds the simulated one to the kind traces in tests/data/faults/.
 
-    python -m gpu_conformance.sim.kind.driver_gone record OUT.jsonl   # one kind run (~5 min, the kind tier)
+    python -m gpu_conformance.sim.kind.driver_gone record OUT.jsonl   # one kind run (~4 min, the kind tier)
     python -m gpu_conformance.sim.services.fault_trace derive OUT.json OUT.jsonl
 
 ALLOWED_DIFFERENCES: the differences the comparison accepts, each with its reason.
@@ -72,16 +73,36 @@ def wait_steady(poller: Poller, since: float, quiet: float, state: str, timeout:
 
 
 # ---- the kind tier --------------------------------------------------------------------------------------------------
-def _kind_restart_operands(cluster: Any, node: str) -> None:
+def _gpu_table() -> str:
+    from gpu_conformance.sim.fakegpu import stack as fakegpu
+
+    return f"{kindop.DRIVER_ROOT}/{fakegpu.TABLE_FILE}"
+
+
+def restart_operands_on_kind(cluster: Any, node: str) -> None:
+    """The node's RESTARTED pods deleted, waiting until they are gone (as a reboot leaves the DaemonSets to
+    create them again)."""
     for app in RESTARTED:
         cluster.kubectl("delete", "pods", "-n", kindop.NAMESPACE, "-l", f"app={app}", "--field-selector",
                         f"spec.nodeName={node}", "--wait")
 
 
+def break_on_kind(cluster: Any, node: str) -> None:
+    """The fault on a kind worker: its GPU table moved away under the driver root (nvidia-smi fails), its
+    operands restarted."""
+    cluster.docker.docker("exec", node, "mv", _gpu_table(), f"{_gpu_table()}.gone")
+    restart_operands_on_kind(cluster, node)
+
+
+def mend_on_kind(cluster: Any, node: str) -> None:
+    """The table back (quietly, if it was never moved), the operands restarted."""
+    cluster.docker.docker("exec", node, "mv", f"{_gpu_table()}.gone", _gpu_table(), check=False)
+    restart_operands_on_kind(cluster, node)
+
+
 def record_kind(out: Path, timeout: float = 300.0, log: Callable[[str], None] = print) -> None:
     """One kind CDI cluster: ready, the fault on its first GPU worker, steady, mended, ready again; every poll
     into `out` (one JSON line each) as it is taken. The cluster is stopped whatever happens."""
-    from gpu_conformance.sim.fakegpu import stack as fakegpu
     from gpu_conformance.sim.kind.cluster import KindCluster
 
     cluster = KindCluster(gpu_path="cdi")
@@ -96,18 +117,15 @@ def record_kind(out: Path, timeout: float = 300.0, log: Callable[[str], None] = 
             assert cluster.docker is not None
             broken = sorted(cluster.gpu_nodes())[0]
             log(f"cluster ready in {time.monotonic() - t0:.0f} s; breaking {broken}")
-            table = f"{kindop.DRIVER_ROOT}/{fakegpu.TABLE_FILE}"
             poller = Poller(kubectl_lister("kubectl", str(cluster.kubeconfig), kindop.NAMESPACE), sink=write).start()
             try:
                 time.sleep(6.0)  # the ready state the fault breaks
                 at = poller.mark(FAULT, node=broken)
-                cluster.docker.docker("exec", broken, "mv", table, f"{table}.gone")
-                _kind_restart_operands(cluster, broken)
+                break_on_kind(cluster, broken)
                 ok = wait_steady(poller, at, KIND_QUIET, "notReady", timeout)
                 log(f"fault {'steady' if ok else 'NOT steady'} {poller.polls[-1]['t'] - at:.0f} s after it")
                 at = poller.mark(MEND, node=broken)
-                cluster.docker.docker("exec", broken, "mv", f"{table}.gone", table)
-                _kind_restart_operands(cluster, broken)
+                mend_on_kind(cluster, broken)
                 ok = wait_steady(poller, at, 20.0, "ready", timeout)
                 log(f"mend {'steady' if ok else 'NOT steady'} {poller.polls[-1]['t'] - at:.0f} s after it")
             finally:
