@@ -576,26 +576,20 @@ def test_a_node_whose_driver_is_gone_is_named_at_its_driver_layer(kind_cluster: 
     operator's own validator then waits in driver-validation and the operator marks the ClusterPolicy notReady
     (any unavailable operand pod does that); the suite must still name that one node at driver-toolkit and
     pass the other, not call the whole cluster broken. Mending the node brings the ClusterPolicy back."""
+    from gpu_conformance.sim.kind.driver_gone import break_on_kind, mend_on_kind
+
     assert kind_cluster.docker is not None
     broken, healthy = sorted(kind_cluster.gpu_nodes())
-    table = f"{kindop.DRIVER_ROOT}/{fakegpu.TABLE_FILE}"
-
-    def restart_operands() -> None:
-        for app in ("nvidia-operator-validator", "nvidia-device-plugin-daemonset"):
-            kind_cluster.kubectl("delete", "pods", "-n", kindop.NAMESPACE, "-l", f"app={app}",
-                                 "--field-selector", f"spec.nodeName={broken}", "--wait")
-
-    kind_cluster.docker.docker("exec", broken, "mv", table, f"{table}.gone")
     try:
-        restart_operands()
+        # The same steps as the recordings the simulated fault is held to (tests/test_fault_trace.py).
+        break_on_kind(kind_cluster, broken)
         deadline = time.monotonic() + 120
         while _policy_state(kind_cluster) != "notReady" and time.monotonic() < deadline:
             time.sleep(2)
         assert _policy_state(kind_cluster) == "notReady"
         rc, summary = _suite_outside(kind_cluster, tmp_path / "report")
     finally:
-        kind_cluster.docker.docker("exec", broken, "mv", f"{table}.gone", table, check=False)
-        restart_operands()
+        mend_on_kind(kind_cluster, broken)
         kind_cluster._wait_gpus()
         kind_cluster._wait_operator()
     assert rc == 1 and summary["verdict"] != "CONFORMANT"

@@ -179,6 +179,25 @@ def test_kubelet_events_follow_the_containers_the_loop_starts_and_backs_off(clus
     assert e["message"].startswith('Container image "') and e["source"] == {"component": "kubelet", "host": NODE}
 
 
+def test_a_deleted_pod_leaves_kubelets_killing_events_for_the_containers_it_ran(cluster: Any) -> None:
+    kube, sim = cluster
+    sim.kubelet_events = True
+    ol.set_host_fault(kube, NODE, ol.DRIVER_UNLOADABLE)
+    sim.handler_nodes.add(NODE)  # the toolkit ran here before: the validator gets its sandbox, waits for the driver
+    for _ in range(3):
+        sim.step()
+    assert _text(kube, op.VALIDATOR.daemonset) == "Init:0/4"
+    kube.pods.pop(op.VALIDATOR.daemonset)
+    kube.pods.pop(op.DRIVER.daemonset)  # not a pod the loop runs: kwok's
+    sim.step()
+    sim.step()
+    killing = [(e["involvedObject"]["name"], e["message"], e["involvedObject"]["fieldPath"]) for e in kube.events
+               if e["reason"] == "Killing"]
+    # The init container it was held in (as the kind tier shows for the validator in driver-validation); once.
+    assert killing == [(op.VALIDATOR.daemonset, "Stopping container driver-validation",
+                        "spec.initContainers{driver-validation}")]
+
+
 def test_a_fresh_nodes_handler_comes_a_while_after_its_toolkit_is_ready(cluster: Any) -> None:
     kube, sim = cluster
     now = [100.0]

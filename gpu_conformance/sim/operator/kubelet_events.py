@@ -3,8 +3,9 @@
 When a container starts, kubelet records, on the pod with the container's fieldPath: `Pulled` (the image is on the
 node: the operands' imagePullPolicy IfNotPresent), `Created` and `Started`; when it backs off a container that
 exited non-zero, `BackOff` (Warning); when the runtime cannot make the pod's sandbox, `FailedCreatePodSandBox`
-(Warning). The messages are kubelet's (k8s v1.36: pkg/kubelet/images/image_manager.go,
-pkg/kubelet/kuberuntime/kuberuntime_container.go), as the kind tier's real kubelets leave them.
+(Warning); when the pod is deleted, `Killing` for each container still running. The messages are kubelet's (k8s
+v1.36: pkg/kubelet/images/image_manager.go, pkg/kubelet/kuberuntime/kuberuntime_container.go), as the kind tier's
+real kubelets leave them.
 """
 
 from __future__ import annotations
@@ -78,6 +79,15 @@ def started_events(image: str, field_path: str) -> list[tuple[str, str, str, str
                                  "pod", field_path),
             ("Created", "Normal", "Container created", field_path),
             ("Started", "Normal", "Container started", field_path)]
+
+
+def killed(pod: Obj) -> list[tuple[str, str, str, str]]:
+    """Killing, for each container the pod (as last seen) had running when it was deleted: kubelet stops them
+    (k8s v1.36 pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer), init containers too, as the kind
+    tier showed for a validator held in driver-validation."""
+    return [("Killing", "Normal", f"Stopping container {name}",
+             f"spec.{'initContainers' if key == 'initContainerStatuses' else 'containers'}{{{name}}}")
+            for name, (key, cs) in _by_name(pod.get("status")).items() if _state(cs) == "running"]
 
 
 def kwok_started(pod: Obj) -> list[tuple[str, str, str, str]]:

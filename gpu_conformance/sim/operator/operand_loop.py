@@ -290,6 +290,7 @@ class OperandSim:
         self.handler_delay = handler_delay
         self.clock = time.monotonic
         self.evented: set[str] = set()            # kwok-run pods (uid) whose start events are recorded
+        self.alive: dict[str, Obj] = {}            # played pods (uid) not being deleted, as last seen
         self.seeded = False
         self.pods: list[Obj] = []                  # what the last round listed
         self._plans: dict[str, inst.NodePlan] = {}
@@ -426,6 +427,7 @@ class OperandSim:
             actions += self._claim_pod_logs()
         if self.kubelet_events:
             actions += self._kwok_pod_events()
+            actions += self._killing_events()
         if actions:
             with ThreadPoolExecutor(max_workers=min(self.workers, len(actions))) as pool:
                 list(pool.map(lambda f: f(), actions))
@@ -442,6 +444,15 @@ class OperandSim:
             objs = [kubelet_events.event_object(p, *e) for e in kubelet_events.kwok_started(p)]
             actions.append(lambda objs=objs: [self.kube.create(o) for o in objs])
         return actions
+
+    def _killing_events(self) -> list[Action]:
+        """kubelet's Killing events of the played pods deleted since the last round, from their last status (kwok
+        removes a deleted pod at once: the loop may never see its deletionTimestamp)."""
+        now = {p["metadata"].get("uid", ""): p for p in self.pods if played(p)}
+        gone = [p for uid, p in self.alive.items() if uid not in now or now[uid]["metadata"].get("deletionTimestamp")]
+        self.alive = {uid: p for uid, p in now.items() if not p["metadata"].get("deletionTimestamp")}
+        objs = [kubelet_events.event_object(p, *e) for p in gone for e in kubelet_events.killed(p)]
+        return [lambda: [self.kube.create(o) for o in objs]] if objs else []
 
     def _seed(self, v: _Node) -> None:
         """What an earlier loop (the install's, or this process before a restart) already did stays done."""

@@ -8,7 +8,8 @@ cluster, recorded through the API client):
      "initContainerStatuses", "containerStatuses"}}], "nodes": [{"name", "labels" (keys containing "nvidia"),
      "allocatable", "capacity"}], "clusterpolicy": [each ClusterPolicy's status], "events": [{"reason", "message",
      "type", "count", "firstTimestamp", "lastTimestamp", "source", "reportingComponent",
-     "object": {"kind", "name", "fieldPath"}}]}
+     "object": {"kind", "name", "fieldPath"}}], "marks" (optional: moments the recorder noted, Poller.mark, e.g. a
+     fault played: [{"name", "t", ...}]; a bring-up trace ignores them, fault_trace.py starts from one)}
 
 From one poll, `milestones` names what each GPU node has reached (pure); a `Trace` keeps the first poll each one was
 seen in, and the normalised signature of every event (`event_signature`). The comparison of traces is
@@ -30,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 Obj = dict[str, Any]
 # What the poller lists, by kubectl's resource names (the callable given to Poller answers these).
@@ -268,14 +269,38 @@ def load_jsonl(path: Path) -> list[Obj]:
     return polls
 
 
+T = TypeVar("T")
+
+
+def load_derived(path: Path, derive: Callable[[list[Obj], str], T], from_json: Callable[[Obj], T], what: str) -> T:
+    """A derived trace (.json, read by `from_json`) or a raw recording (.jsonl, derived by `derive(polls, source)`),
+    by the file's suffix; one clear line for a file that is neither."""
+    if path.suffix == ".jsonl":
+        return derive(load_jsonl(path), path.name)
+    try:
+        return from_json(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError) as e:
+        raise TraceError(f"{path}: not a derived {what} ({e})") from None
+
+
+def write_derived(out: Path, raw: Path, derive: Callable[[list[Obj], str], Any], prog: str) -> int:
+    """The `derive` command: a raw recording's derived trace (its to_json) into `out`; 2 and one line on error."""
+    try:
+        trace = derive(load_jsonl(raw), raw.name)
+        out.write_text(json.dumps(trace.to_json(), indent=1, sort_keys=True) + "\n")
+    except TraceError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"{prog}: {out}: cannot write ({e.strerror or e})", file=sys.stderr)
+        return 2
+    return 0
+
+
 def load_trace(path: Path) -> Trace:
     """A derived trace (.json) or a raw recording (.jsonl), by the file's suffix."""
-    if path.suffix == ".jsonl":
-        return trace_of(load_jsonl(path), source=path.name)
-    try:
-        return Trace.from_json(json.loads(path.read_text()))
-    except (OSError, json.JSONDecodeError) as e:
-        raise TraceError(f"{path}: not a derived bring-up trace ({e})") from None
+    return load_derived(path, lambda polls, source: trace_of(polls, source=source), Trace.from_json,
+                        "bring-up trace")
 
 
 # ---- recording -----------------------------------------------------------------------------------------------------
@@ -297,6 +322,16 @@ class Poller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start = 0.0
+        self._marks: list[Obj] = []
+        self._marks_lock = threading.Lock()
+
+    def mark(self, name: str, **data: Any) -> float:
+        """Note a moment (a fault played, its mend): the next poll that starts after it carries
+        `"marks": [{"name", "t", **data}]`, t on the polls' clock. Returns that t."""
+        t = round(time.monotonic() - self._start, 2)
+        with self._marks_lock:
+            self._marks.append({"name": name, "t": t, **data})
+        return t
 
     def _list(self, kind: str) -> list[Obj]:
         try:
@@ -306,8 +341,12 @@ class Poller:
 
     def poll_once(self) -> Obj:
         begun = time.monotonic()
+        with self._marks_lock:  # taken as the poll begins: a mark noted while it lists goes with the next one
+            marks, self._marks = self._marks, []
         objs = {k: self._list(k) for k in KINDS}
         rec = raw_poll(begun - self._start, objs["pods"], objs["nodes"], objs["clusterpolicies"], objs["events"])
+        if marks:
+            rec["marks"] = marks
         self.polls.append(rec)
         if self.sink is not None:
             self.sink(rec)
@@ -366,16 +405,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     der.add_argument("raw")
     a = ap.parse_args(argv)
     if a.cmd == "derive":
-        try:
-            trace = trace_of(load_jsonl(Path(a.raw)), source=Path(a.raw).name)
-            Path(a.out).write_text(json.dumps(trace.to_json(), indent=1, sort_keys=True) + "\n")
-        except TraceError as e:
-            print(f"bringup_trace: {e}", file=sys.stderr)
-            return 2
-        except OSError as e:
-            print(f"bringup_trace: {a.out}: cannot write ({e.strerror or e})", file=sys.stderr)
-            return 2
-        return 0
+        return write_derived(Path(a.out), Path(a.raw), lambda polls, source: trace_of(polls, source=source),
+                             "bringup_trace")
     out = Path(a.out)
     with out.open("a") as f:
         def write(poll: Obj) -> None:
