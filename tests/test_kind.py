@@ -57,6 +57,9 @@ def test_config_has_image_per_node_and_requested_workers(tmp_path: Path) -> None
     assert {n["image"] for n in config["nodes"]} == {"example.local/node:1"}
     assert config["networking"]["disableDefaultCNI"] is True
     assert all(n["labels"][GPU_LABEL] == "true" for n in config["nodes"] if n["role"] == "worker")
+    # The toolkit's containerd-restart race is retried every 10 s at most, not after a back-off of minutes.
+    kubelet = [yaml.safe_load(p) for p in config["kubeadmConfigPatches"] if "KubeletConfiguration" in p]
+    assert [k["crashLoopBackOff"]["maxContainerRestartPeriod"] for k in kubelet] == ["10s"]
 
 
 def test_gpu_path_leaves_the_runtime_to_the_toolkit_for_cdi_and_mounts_the_fake_for_legacy(tmp_path: Path) -> None:
