@@ -60,7 +60,7 @@ def test_project_ci_runs_the_readme_command() -> None:
     assert "bash .ci/run" in runs
     # .ci/run ends in the README's two test commands (tests/test_readme.py holds the README to the same lines).
     assert (REPO / ".ci" / "run").read_text().rstrip().endswith(
-        "\n.venv/bin/pytest -n auto\n.venv/bin/pytest --tiers=slow")
+        "\n.venv/bin/pytest -n auto\n.venv/bin/pytest --tiers=slow -n auto")
 
 
 def test_nightly_workflow_does_what_the_issue_asks() -> None:

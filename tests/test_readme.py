@@ -19,5 +19,5 @@ def test_readme_first_screen_has_the_two_commands() -> None:
     assert "pip install -e '.[dev]' && .venv/bin/pytest -n auto\n" in first
     ci = (docs.README.parent / ".ci" / "run").read_text()
     # CI runs the README's test commands, nothing cleverer: the fast tier (parallel workers) and the slow tiers.
-    assert "\n.venv/bin/pytest -n auto\n" in ci and "`.venv/bin/pytest --tiers=slow`" in first
-    assert "\n.venv/bin/pytest --tiers=slow\n" in ci
+    assert "\n.venv/bin/pytest -n auto\n" in ci and "`.venv/bin/pytest --tiers=slow -n auto`" in first
+    assert "\n.venv/bin/pytest --tiers=slow -n auto\n" in ci
